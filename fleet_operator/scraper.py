@@ -1,0 +1,129 @@
+"""GET /metrics from each pod, concurrently, and turn each answer into a load sample or a reason why not.
+
+Owns the HTTP and the parsing of SGLang's gauges; nothing else. What a missing sample means is
+autoscaler.py's business; listing pods and writing status is the operator's. A failed or garbage
+scrape is always "no sample, because ..." and never a load of zero.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Mapping
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleet_operator.autoscaler import PodSample
+
+RUNNING_SERIES = "sglang:num_running_reqs"
+WAITING_SERIES = "sglang:num_queue_reqs"
+# A /metrics page is a few KiB; anything this big is not a scoring server.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ScrapeResult:
+    """load = running + waiting sequences, or None with error saying why."""
+
+    load: float | None
+    scraped_at: datetime
+    error: str = ""
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_load(text: str) -> tuple[float | None, str]:
+    """running + waiting from Prometheus text, summed over label sets (tp/dp ranks); (None, why) if unusable."""
+    values: dict[str, list[float]] = {RUNNING_SERIES: [], WAITING_SERIES: []}
+    try:
+        # NOTE: the parser keeps the "sglang:" prefix and gauge names as they are (counters lose _total
+        # in the family name only), so matching on the sample name is exact.
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in values:
+                    values[sample.name].append(sample.value)
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        return None, f"unparseable metrics: {exc}"
+    absent = [name for name, found in values.items() if not found]
+    if absent:
+        return None, f"missing series {', '.join(absent)}"
+    for name, found in values.items():
+        bad = [v for v in found if not math.isfinite(v) or v < 0]
+        if bad:
+            return None, f"invalid value {bad[0]} for {name}"
+    return sum(sum(found) for found in values.values()), ""
+
+
+async def fetch_load(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[float | None, str]:
+    """One GET; every failure becomes (None, why)."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            if response.status != 200:
+                return None, f"HTTP {response.status}"
+            body = await response.content.read(MAX_BODY_BYTES + 1)
+    except TimeoutError:
+        return None, f"timeout after {timeout_s:g}s"
+    except aiohttp.ClientError as exc:
+        return None, f"connection error: {exc.__class__.__name__}: {exc}"
+    if len(body) > MAX_BODY_BYTES:
+        return None, f"response larger than {MAX_BODY_BYTES} bytes"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "unparseable metrics: not UTF-8"
+    return parse_load(text)
+
+
+def metrics_url(pod_ip: str, port: int) -> str:
+    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # IPv6 pod IPs need brackets
+    return f"http://{host}:{port}/metrics"
+
+
+async def scrape_pods(pods: Iterable[Mapping], port: int, timeout_s: float,
+                      session: aiohttp.ClientSession | None = None,
+                      clock: Callable[[], datetime] = utc_now) -> dict[str, ScrapeResult]:
+    """Scrape every pod (Kubernetes Pod bodies: metadata.name, status.podIP) at once.
+
+    Each GET has its own timeout_s, so the whole call takes about timeout_s at worst. Pods without
+    an IP yet get a result with an error. Pass a session to reuse connections across intervals.
+    """
+    pods = list(pods)
+    own_session = session is None
+    session = session or aiohttp.ClientSession()
+    try:
+        results = await asyncio.gather(*(_scrape_one(session, pod, port, timeout_s, clock) for pod in pods))
+    finally:
+        if own_session:
+            await session.close()
+    return {_name(pod): result for pod, result in zip(pods, results)}
+
+
+async def _scrape_one(session, pod: Mapping, port: int, timeout_s: float, clock) -> ScrapeResult:
+    pod_ip = (pod.get("status") or {}).get("podIP")
+    if not pod_ip:
+        return ScrapeResult(None, clock(), "pod has no IP yet")
+    load, error = await fetch_load(session, metrics_url(pod_ip, port), timeout_s)
+    return ScrapeResult(load, clock(), error)  # stamped when the answer came, for staleness
+
+
+def _name(pod: Mapping) -> str:
+    return pod["metadata"]["name"]
+
+
+def pod_sample(pod: Mapping, result: ScrapeResult | None) -> PodSample:
+    """The decision's view of one Pod body and its scrape (None: not scraped)."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return PodSample(
+        name=_name(pod),
+        phase=status.get("phase") or "Unknown",
+        ready=ready,
+        deleting=bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+        load=result.load if result else None,
+        scraped_at=result.scraped_at if result else None,
+        error=result.error if result else "not scraped",
+    )
