@@ -1,0 +1,146 @@
+{{/* Names and labels shared by every template (the conventions of the KEDA and cert-manager charts). */}}
+
+{{/* The chart's name, or nameOverride. */}}
+{{- define "scoring-fleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The full name of the release's objects. A release already named after the chart is not repeated
+("scoring-fleet", not "scoring-fleet-scoring-fleet"). 63 characters: the DNS label limit.
+*/}}
+{{- define "scoring-fleet.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* name-version, for the helm.sh/chart label. */}}
+{{- define "scoring-fleet.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels that select the operator's pods: never change them after a release (selectors are immutable). */}}
+{{- define "scoring-fleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "scoring-fleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* Labels on every object the chart renders. */}}
+{{- define "scoring-fleet.labels" -}}
+helm.sh/chart: {{ include "scoring-fleet.chart" . }}
+{{ include "scoring-fleet.selectorLabels" . }}
+app.kubernetes.io/part-of: scoring-fleet
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The operator's ServiceAccount. */}}
+{{- define "scoring-fleet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "scoring-fleet.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{- define "scoring-fleet.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The rules on ScoringFleets and the fleets' children: granted cluster-wide (all namespaces) or by a
+Role in each watched namespace. tests/packaging/test_rbac.py pins them.
+*/}}
+{{- define "scoring-fleet.namespacedRules" -}}
+# The custom resource: handlers read and watch it; kopf patches finalizers and its annotations;
+# the operator writes status and the scale subresource (native autoscaling). It never creates or
+# deletes fleets: users do.
+- apiGroups: ["scoring.fleet.dev"]
+  resources: ["scoringfleets"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["scoring.fleet.dev"]
+  resources: ["scoringfleets/status", "scoringfleets/scale"]
+  verbs: ["get", "patch", "update"]
+# Children carry ownerReferences with blockOwnerDeletion, which clusters with the
+# OwnerReferencesPermissionEnforcement admission plugin allow only with this.
+- apiGroups: ["scoring.fleet.dev"]
+  resources: ["scoringfleets/finalizers"]
+  verbs: ["update"]
+# The children of a fleet: built, applied, reverted on drift, removed when a mode changes.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+# Pods are only read: the autoscaler scrapes each pod's /metrics at its podIP.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# kopf posts (and aggregates) core/v1 Events about handlers and scaling decisions.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* Cluster-scoped reads kopf needs in every mode. */}}
+{{- define "scoring-fleet.clusterRules" -}}
+# kopf lists and watches CRDs to notice when ScoringFleet's is (re)installed.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+{{- end -}}
+
+{{/* The operator's command line after `python -m fleet_operator`. */}}
+{{- define "scoring-fleet.operatorArgs" -}}
+- --standalone
+- --liveness=http://0.0.0.0:{{ .Values.operator.livenessPort }}/healthz
+{{- if eq .Values.operator.logLevel "quiet" }}
+- --quiet
+{{- else if eq .Values.operator.logLevel "verbose" }}
+- --verbose
+{{- else if eq .Values.operator.logLevel "debug" }}
+- --debug
+{{- end }}
+{{- if .Values.watchNamespaces }}
+{{- range .Values.watchNamespaces }}
+- --namespace={{ . }}
+{{- end }}
+{{- else }}
+- --all-namespaces
+{{- end }}
+{{- with .Values.operator.extraArgs }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* A Prometheus Operator namespaceSelector: the watched namespaces, or all of them. */}}
+{{- define "scoring-fleet.monitoredNamespaces" -}}
+{{- if .Values.watchNamespaces -}}
+matchNames:
+  {{- toYaml .Values.watchNamespaces | nindent 2 }}
+{{- else -}}
+any: true
+{{- end -}}
+{{- end -}}
