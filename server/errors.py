@@ -1,0 +1,53 @@
+"""The errors a scoring request can end in, each with its HTTP status and SGLang error type."""
+from __future__ import annotations
+
+
+class ScoreError(Exception):
+    status_code = 500
+    error_type = "InternalServerError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ScoreError):
+    status_code = 400
+    error_type = "BadRequestError"
+
+
+class Unauthorized(ScoreError):
+    status_code = 401
+    error_type = "AuthenticationError"
+
+
+class PayloadTooLarge(ScoreError):
+    status_code = 413
+    error_type = "BadRequestError"
+
+
+class ServiceUnavailable(ScoreError):
+    """Queue full or draining: the client should retry later, here or elsewhere."""
+
+    status_code = 503
+    error_type = "ServiceUnavailableError"
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RequestTimeout(ScoreError):
+    status_code = 504
+    error_type = "TimeoutError"
+
+
+class InternalError(ScoreError):
+    """The server itself failed (e.g. a forward pass raised); it keeps serving other requests."""
+
+
+class ClientDisconnected(ScoreError):
+    """The client went away before its answer; 499 as nginx logs it (nobody reads the body)."""
+
+    status_code = 499
+    error_type = "ClientClosedRequest"

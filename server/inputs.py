@@ -1,0 +1,92 @@
+"""Turn a ScoreRequest into token sequences, or a BadRequest that says what is wrong.
+
+Text inputs are tokenized SEPARATELY (query, then each item) and the token ids joined. Tokenizing
+the concatenated string would merge tokens across the seam (e.g. "...options:" + " Yes"), so the
+query's tokens would differ per item and could not be computed once and shared. SGLang joins the
+strings; for token-id inputs both agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from server.errors import BadRequest
+from server.schemas import ScoreRequest
+from server.sequence import ScoringOptions
+
+Tokenize = Callable[[str], list[int]]
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    vocab_size: int
+    max_context_tokens: int       # the model's context window
+    max_sequence_tokens: int      # the most one sequence may hold (prefill and total budgets)
+    max_items_per_request: int
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    prefix_ids: tuple[int, ...]
+    own_ids: list[tuple[int, ...]]
+    options: ScoringOptions
+
+
+def prepare(request: ScoreRequest, tokenize: Tokenize, limits: InputLimits) -> PreparedRequest:
+    items = [request.items] if isinstance(request.items, str) else request.items
+    if len(items) > limits.max_items_per_request:
+        raise BadRequest(f"{len(items)} items exceed max_items_per_request="
+                         f"{limits.max_items_per_request}")
+    options = ScoringOptions(tuple(request.label_token_ids), request.apply_softmax)
+    check_label_ids(options.label_token_ids, limits.vocab_size)
+    query_ids, item_ids = _token_ids(request.query, items, tokenize)
+    for ids in (query_ids, *item_ids):
+        check_token_ids(ids, limits.vocab_size)
+    if request.item_first:
+        # item + query: no prefix is shared between items.
+        prefix, own = (), [tuple(item) + tuple(query_ids) for item in item_ids]
+    elif any(not item for item in item_ids):
+        # An empty item is scored at the query's last token, so that token must be run per item.
+        prefix = tuple(query_ids[:-1])
+        own = [tuple(query_ids[-1:]) + tuple(item) for item in item_ids]
+    else:
+        prefix, own = tuple(query_ids), [tuple(item) for item in item_ids]
+    for index, ids in enumerate(own):
+        check_length(index, len(prefix) + len(ids), limits)
+    return PreparedRequest(prefix, own, options)
+
+
+def _token_ids(query, items, tokenize: Tokenize) -> tuple[list[int], list[list[int]]]:
+    query_is_text = isinstance(query, str)
+    if items and any(isinstance(item, str) != query_is_text for item in items):
+        raise BadRequest("query and items must be the same kind: all text, or all token-id lists")
+    if not query_is_text:
+        return list(query), [list(item) for item in items]
+    return tokenize(query), [tokenize(item) for item in items]
+
+
+def check_label_ids(label_ids: tuple[int, ...], vocab_size: int) -> None:
+    if not label_ids:
+        raise BadRequest("label_token_ids must not be empty")
+    if len(set(label_ids)) != len(label_ids):
+        raise BadRequest(f"label_token_ids must not repeat an id: {list(label_ids)}")
+    bad = [i for i in label_ids if not 0 <= i < vocab_size]
+    if bad:
+        raise BadRequest(f"label_token_ids {bad} are outside the vocabulary [0, {vocab_size})")
+
+
+def check_token_ids(ids: list[int], vocab_size: int) -> None:
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise BadRequest(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab_size})")
+
+
+def check_length(index: int, num_tokens: int, limits: InputLimits) -> None:
+    if num_tokens == 0:
+        raise BadRequest(f"item {index}: query and item are both empty; nothing to score")
+    if num_tokens > limits.max_context_tokens:
+        raise BadRequest(f"item {index}: {num_tokens} tokens exceed the model's context length "
+                         f"of {limits.max_context_tokens}")
+    if num_tokens > limits.max_sequence_tokens:
+        raise BadRequest(f"item {index}: {num_tokens} tokens exceed the server's per-batch limit "
+                         f"of {limits.max_sequence_tokens} (max_prefill_tokens/max_total_tokens)")

@@ -1,0 +1,145 @@
+"""ModelRunner: owns the model, the tokenizer and the query (prefix) cache; run(batch) -> scores.
+
+A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
+computed once, in one forward of its own, and its key/value tensors are kept until the request
+leaves the scheduler; every item of that request then attends to them. All items of the batch go
+through ONE forward pass: prefixes are laid out right-padded in the cache (padding masked out), own
+tokens right-padded after them, positions given explicitly, and logits are computed only at each
+item's last token. Right padding everywhere means no attention row is ever fully masked, so no NaN
+can leak into the real positions, and the scores equal the unshared computation.
+
+Assumes the usual decoder-only layout (logits = output_embeddings(final hidden state)), true for
+Llama, Qwen, Mistral and SmolLM2. Never sees a queue; never decodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence as Seq
+
+import torch
+
+from server.sequence import Sequence
+
+KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    scores: list[list[float]]  # per sequence, in batch order: one probability per label id
+    num_cached_tokens: int     # prefix tokens served from the query cache instead of computed
+
+
+class ModelRunner:
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self._decoder = model.get_decoder()
+        self._lm_head = model.get_output_embeddings()
+        self._prefix_cache: dict[int, KV] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return self._lm_head.out_features
+
+    @property
+    def max_context_tokens(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids without special tokens: query and items are joined as ids (see inputs.py)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    @property
+    def num_cached_prefixes(self) -> int:
+        return len(self._prefix_cache)
+
+    def keep_only(self, live_request_ids: Iterable[int]) -> None:
+        """Forget the prefixes of requests that left the scheduler. Never call during run()."""
+        live = set(live_request_ids)
+        for rid in [rid for rid in self._prefix_cache if rid not in live]:
+            del self._prefix_cache[rid]
+
+    @torch.inference_mode()
+    def run(self, sequences: Seq[Sequence]) -> RunResult:
+        requests = list({seq.request.rid: seq.request for seq in sequences}.values())
+        new = [r for r in requests if r.prefix_ids and r.rid not in self._prefix_cache]
+        for request in new:
+            self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
+        num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
+        num_computed = sum(len(r.prefix_ids) for r in new)
+        logits = self._last_token_logits(sequences)
+        return RunResult(label_scores(logits, sequences), num_prefix_tokens - num_computed)
+
+    def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
+        input_ids = torch.tensor([prefix_ids], device=self.device)
+        out = self._decoder(input_ids=input_ids, use_cache=True)
+        return tuple((layer.keys, layer.values) for layer in out.cache.layers)
+
+    def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
+        """float32 logits [batch, vocab] at each sequence's last token, in one forward pass."""
+        batch = len(sequences)
+        prefix_lens = [len(seq.request.prefix_ids) for seq in sequences]
+        own_lens = [len(seq.own_ids) for seq in sequences]
+        max_prefix, max_own = max(prefix_lens), max(own_lens)
+
+        input_ids = torch.zeros(batch, max_own, dtype=torch.long)
+        mask = torch.zeros(batch, max_prefix + max_own, dtype=torch.long)
+        positions = torch.zeros(batch, max_own, dtype=torch.long)
+        for row, seq in enumerate(sequences):
+            input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
+            mask[row, :prefix_lens[row]] = 1
+            mask[row, max_prefix:max_prefix + own_lens[row]] = 1
+            positions[row] = prefix_lens[row] + torch.arange(max_own)
+
+        out = self._decoder(
+            input_ids=input_ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=positions.to(self.device),
+            cache=self._batch_cache(sequences, max_prefix) if max_prefix else None,
+            use_cache=bool(max_prefix),
+        )
+        last = torch.tensor(own_lens, device=self.device) - 1
+        hidden = out.last_hidden_state[torch.arange(batch, device=self.device), last]
+        return self._lm_head(hidden).float()
+
+    def _batch_cache(self, sequences: Seq[Sequence], max_prefix: int):
+        """A fresh cache [batch, heads, max_prefix, dim] per layer holding each row's prefix,
+        right-padded with zeros that the attention mask hides."""
+        from transformers import DynamicCache
+
+        rows_by_request: dict[int, list[int]] = {}
+        for row, seq in enumerate(sequences):
+            if seq.request.prefix_ids:
+                rows_by_request.setdefault(seq.request.rid, []).append(row)
+        some_prefix = self._prefix_cache[next(iter(rows_by_request))]
+        layers = []
+        for layer, (some_keys, _) in enumerate(some_prefix):
+            heads, dim = some_keys.shape[1], some_keys.shape[3]
+            keys = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
+            values = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
+            for rid, rows in rows_by_request.items():
+                prefix_keys, prefix_values = self._prefix_cache[rid][layer]
+                index = torch.tensor(rows, device=self.device)
+                keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
+                values[index, :, :prefix_values.shape[2]] = prefix_values
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+
+def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[float]]:
+    """Per row: exp(logprob) of each label over the full vocabulary, or, with apply_softmax, a
+    softmax over the label logits only (each row sums to 1)."""
+    logprobs = torch.log_softmax(logits, dim=-1)
+    scores = []
+    for row, seq in enumerate(sequences):
+        labels = torch.tensor(seq.request.options.label_token_ids, device=logits.device)
+        if seq.request.options.apply_softmax:
+            scores.append(torch.softmax(logits[row, labels], dim=-1).tolist())
+        else:
+            scores.append(torch.exp(logprobs[row, labels]).tolist())
+    return scores

@@ -1,0 +1,124 @@
+"""Scheduler: the only owner of the waiting queue and the running set.
+
+Prefill-only: a sequence goes waiting -> running (in a forward batch) -> done, and there is no decode
+step. Everything the server reports about its load (gauges, /get_load) and every "is the batch full"
+decision is computed from these two collections when asked, never remembered: SGLang once skipped
+merging prefill-only batches into its running batch (gauges read 0 under load) and once deadlocked
+on a latched "batch full" flag (#22518).
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from server.sequence import Request, Sequence, SequenceStatus
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    max_running_requests: int   # sequences held by running batches
+    max_prefill_tokens: int     # tokens in one forward batch
+    max_total_tokens: int       # tokens held by running sequences
+    max_queued_requests: int    # waiting sequences; beyond this, admission is refused
+
+
+@dataclass(frozen=True)
+class Load:
+    """A snapshot of the scheduler's state, in sequences and tokens."""
+
+    num_running: int
+    num_waiting: int
+    num_running_tokens: int
+    num_waiting_tokens: int
+
+    @property
+    def num_reqs(self) -> int:
+        return self.num_running + self.num_waiting
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_running_tokens + self.num_waiting_tokens
+
+
+@dataclass(frozen=True)
+class Batch:
+    sequences: tuple[Sequence, ...]
+
+    @property
+    def requests(self) -> list[Request]:
+        """The distinct requests in this batch, in batch order."""
+        return list({seq.request.rid: seq.request for seq in self.sequences}.values())
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(seq.num_tokens for seq in self.sequences)
+
+
+class QueueFull(Exception):
+    """Admitting the request would exceed max_queued_requests."""
+
+
+class Scheduler:
+    def __init__(self, limits: SchedulerLimits) -> None:
+        self.limits = limits
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def add(self, request: Request) -> None:
+        """Admit all of a request's sequences, or none of them (QueueFull)."""
+        num_new = len(request.sequences)
+        if len(self.waiting) + num_new > self.limits.max_queued_requests:
+            raise QueueFull(f"{len(self.waiting)} sequences waiting; admitting {num_new} more "
+                            f"would exceed max_queued_requests={self.limits.max_queued_requests}")
+        self.waiting.extend(request.sequences)
+
+    def release_finished(self) -> None:
+        """Drop sequences whose results were delivered. Called every loop step, idle or not."""
+        self.running = [seq for seq in self.running if not seq.is_done]
+
+    def schedule(self) -> Batch | None:
+        """Move the longest FIFO prefix of the waiting queue that fits the limits into a batch.
+
+        FIFO without skipping: a large sequence at the head is never starved by small ones behind
+        it. Admission guarantees every sequence fits an empty server on its own.
+        """
+        self.release_finished()
+        num_running = len(self.running)
+        running_tokens = sum(seq.num_tokens for seq in self.running)
+        batch: list[Sequence] = []
+        batch_tokens = 0
+        while self.waiting:
+            seq = self.waiting[0]
+            if (num_running + len(batch) + 1 > self.limits.max_running_requests
+                    or batch_tokens + seq.num_tokens > self.limits.max_prefill_tokens
+                    or running_tokens + batch_tokens + seq.num_tokens > self.limits.max_total_tokens):
+                break
+            self.waiting.popleft()
+            seq.status = SequenceStatus.RUNNING
+            batch.append(seq)
+            batch_tokens += seq.num_tokens
+        if not batch:
+            return None
+        self.running.extend(batch)
+        return Batch(tuple(batch))
+
+    def abort(self, request: Request) -> None:
+        """Remove a request's waiting sequences now; its running ones leave when their batch ends."""
+        for seq in request.sequences:
+            if seq.status is SequenceStatus.WAITING:
+                seq.status = SequenceStatus.ABORTED
+        self.waiting = deque(seq for seq in self.waiting if seq.status is SequenceStatus.WAITING)
+
+    def live_request_ids(self) -> set[int]:
+        """Requests that still have a sequence waiting or running."""
+        return {seq.request.rid for seq in (*self.waiting, *self.running)}
+
+    def load(self) -> Load:
+        """True at any moment, including between a delivery and the next release_finished()."""
+        running = [seq for seq in self.running if not seq.is_done]
+        return Load(
+            num_running=len(running),
+            num_waiting=len(self.waiting),
+            num_running_tokens=sum(seq.num_tokens for seq in running),
+            num_waiting_tokens=sum(seq.num_tokens for seq in self.waiting),
+        )
