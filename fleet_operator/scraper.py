@@ -24,20 +24,36 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class ScrapeResult:
-    """load = running + waiting sequences, or None with error saying why."""
+class Gauges:
+    """One pod's sequences at the scrape, summed over its label sets (tp/dp ranks)."""
 
-    load: float | None
+    running: float
+    waiting: float
+
+    @property
+    def load(self) -> float:
+        return self.running + self.waiting
+
+
+@dataclass(frozen=True)
+class ScrapeResult:
+    """gauges, or None with error saying why."""
+
+    gauges: Gauges | None
     scraped_at: datetime
     error: str = ""
+
+    @property
+    def load(self) -> float | None:
+        return self.gauges.load if self.gauges else None
 
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def parse_load(text: str) -> tuple[float | None, str]:
-    """running + waiting from Prometheus text, summed over label sets (tp/dp ranks); (None, why) if unusable."""
+def parse_gauges(text: str) -> tuple[Gauges | None, str]:
+    """running and waiting from Prometheus text, each summed over label sets; (None, why) if unusable."""
     values: dict[str, list[float]] = {RUNNING_SERIES: [], WAITING_SERIES: []}
     try:
         # NOTE: the parser keeps the "sglang:" prefix and gauge names as they are (counters lose _total
@@ -55,10 +71,16 @@ def parse_load(text: str) -> tuple[float | None, str]:
         bad = [v for v in found if not math.isfinite(v) or v < 0]
         if bad:
             return None, f"invalid value {bad[0]} for {name}"
-    return sum(sum(found) for found in values.values()), ""
+    return Gauges(sum(values[RUNNING_SERIES]), sum(values[WAITING_SERIES])), ""
 
 
-async def fetch_load(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[float | None, str]:
+def total_gauges(results: Mapping[str, ScrapeResult]) -> Gauges:
+    """Running and waiting summed over the pods that answered (status.running / status.waiting)."""
+    answered = [r.gauges for r in results.values() if r.gauges]
+    return Gauges(sum((g.running for g in answered), 0.0), sum((g.waiting for g in answered), 0.0))
+
+
+async def fetch_gauges(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[Gauges | None, str]:
     """One GET; every failure becomes (None, why)."""
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
@@ -75,7 +97,7 @@ async def fetch_load(session: aiohttp.ClientSession, url: str, timeout_s: float)
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None, "unparseable metrics: not UTF-8"
-    return parse_load(text)
+    return parse_gauges(text)
 
 
 def metrics_url(pod_ip: str, port: int) -> str:
@@ -106,8 +128,8 @@ async def _scrape_one(session, pod: Mapping, port: int, timeout_s: float, clock)
     pod_ip = (pod.get("status") or {}).get("podIP")
     if not pod_ip:
         return ScrapeResult(None, clock(), "pod has no IP yet")
-    load, error = await fetch_load(session, metrics_url(pod_ip, port), timeout_s)
-    return ScrapeResult(load, clock(), error)  # stamped when the answer came, for staleness
+    gauges, error = await fetch_gauges(session, metrics_url(pod_ip, port), timeout_s)
+    return ScrapeResult(gauges, clock(), error)  # stamped when the answer came, for staleness
 
 
 def _name(pod: Mapping) -> str:

@@ -1,5 +1,5 @@
 """scrape_pods against real HTTP servers on loopback (one address per pod, one shared port, as in a
-fleet), and parse_load on real Prometheus text as prometheus_client writes it."""
+fleet), and parse_gauges on real Prometheus text as prometheus_client writes it."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +12,9 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from fleet_operator.scraper import ScrapeResult, metrics_url, parse_load, pod_sample, scrape_pods
+from fleet_operator.scraper import (
+    Gauges, ScrapeResult, metrics_url, parse_gauges, pod_sample, scrape_pods, total_gauges,
+)
 
 LABELS = ["model_name", "engine_type", "tp_rank", "pp_rank"]
 
@@ -34,10 +36,10 @@ GOOD = sglang_text([3, 2], [4, 0])
 MISSING_QUEUE = "\n".join(line for line in GOOD.splitlines() if "num_queue_reqs" not in line) + "\n"
 
 
-@pytest.mark.parametrize("text, load, error", [
-    (GOOD, 9.0, ""),
-    (sglang_text([0], [0]), 0.0, ""),
-    ("sglang:num_running_reqs 1\nsglang:num_queue_reqs 2\n", 3.0, ""),  # untyped, no labels
+@pytest.mark.parametrize("text, gauges, error", [
+    (GOOD, Gauges(5.0, 4.0), ""),
+    (sglang_text([0], [0]), Gauges(0.0, 0.0), ""),
+    ("sglang:num_running_reqs 1\nsglang:num_queue_reqs 2\n", Gauges(1.0, 2.0), ""),  # untyped, no labels
     (MISSING_QUEUE, None, "missing series sglang:num_queue_reqs"),
     ("", None, "missing series sglang:num_running_reqs, sglang:num_queue_reqs"),
     ("<html>bad gateway</html>", None, "unparseable metrics"),
@@ -47,9 +49,9 @@ MISSING_QUEUE = "\n".join(line for line in GOOD.splitlines() if "num_queue_reqs"
     (sglang_text([math.inf], [1]), None, "invalid value inf"),
 ], ids=["two-ranks", "idle", "untyped", "missing-series", "empty", "html", "broken-labels", "nan",
         "negative", "inf"])
-def test_parse_load(text, load, error):
-    parsed, why = parse_load(text)
-    assert parsed == load
+def test_parse_gauges(text, gauges, error):
+    parsed, why = parse_gauges(text)
+    assert parsed == gauges
     assert why.startswith(error) and bool(why) == bool(error)
 
 
@@ -145,6 +147,7 @@ async def test_scrape_pods_each_pod_its_own_answer(fleet_servers):
     assert errors["no-series"] == "missing series sglang:num_queue_reqs"
     assert errors["refused"].startswith("connection error")
     assert errors["no-ip"] == "pod has no IP yet"
+    assert total_gauges(results) == Gauges(5.0, 4.0)  # only the pod that answered
 
 
 async def test_scrape_pods_stamps_with_the_given_clock_and_reuses_a_session(fleet_servers):
@@ -153,13 +156,13 @@ async def test_scrape_pods_stamps_with_the_given_clock_and_reuses_a_session(flee
     async with aiohttp.ClientSession() as session:
         for _ in range(2):
             results = await scrape_pods([pod("a", "127.0.0.2")], port, 1.0, session=session, clock=lambda: stamp)
-            assert results == {"a": ScrapeResult(9.0, stamp, "")}
+            assert results == {"a": ScrapeResult(Gauges(5.0, 4.0), stamp, "")}
         assert not session.closed
 
 
 @pytest.mark.parametrize("body, result, expected", [
     ({"metadata": {"name": "a"}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
-     ScrapeResult(5.0, datetime(2026, 1, 1, tzinfo=timezone.utc)), ("Running", True, False, 5.0, "")),
+     ScrapeResult(Gauges(2.0, 3.0), datetime(2026, 1, 1, tzinfo=timezone.utc)), ("Running", True, False, 5.0, "")),
     ({"metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"},
       "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}},
      ScrapeResult(None, datetime(2026, 1, 1, tzinfo=timezone.utc), "HTTP 503"), ("Running", False, True, None, "HTTP 503")),
