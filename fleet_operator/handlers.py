@@ -1,0 +1,93 @@
+"""kopf handlers: thin entry points into reconcile.py, registered on a registry passed in.
+
+No module-level decorators: register(registry) adds every handler to the registry it is given, so
+each operator run (and each test) gets a fresh one instead of kopf's process-global default.
+Handlers turn kube.ApiError into kopf's retry vocabulary: TemporaryError with exponential backoff for
+409/429/5xx/unreachable, PermanentError for the rest.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import kopf
+
+from fleet_operator import kube
+from fleet_operator.builders import API_GROUP, FLEET_LABEL
+from fleet_operator.reconcile import (
+    FleetLocks,
+    OperatorConfig,
+    backoff_s,
+    owner_fleet,
+    reconcile_fleet,
+)
+
+FLEETS = (API_GROUP, "v1alpha1", "scoringfleets")
+DEPLOYMENTS = ("apps", "v1", "deployments")
+# Services, PDBs and HPAs are not watched: this timer re-applies every child now and then.
+RESYNC_INTERVAL_S = 30.0
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+def start(memo: kopf.Memo, **_: Any) -> None:
+    memo.api = kube.connect()
+    memo.config = OperatorConfig.from_env()
+    memo.locks = FleetLocks()
+
+
+def stop(memo: kopf.Memo, **_: Any) -> None:
+    memo.api.close()
+
+
+def reconcile(name: str, namespace: str, uid: str, memo: kopf.Memo, retry: int,
+              logger: logging.Logger, **_: Any) -> None:
+    """create / update / resume / resync: one level-based path."""
+    with _api_errors(retry):
+        result = reconcile_fleet(memo.api, namespace, name, memo.config, memo.locks, _now(), uid)
+    if result is not None and result.spec_error:
+        logger.warning("Invalid spec: %s", result.spec_error)  # no retry: a new spec wakes us
+
+
+def child_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
+                  logger: logging.Logger, **_: Any) -> None:
+    """A fleet's Deployment changed (by anyone): re-apply, which reverts drift in managed fields."""
+    owner = owner_fleet(body)
+    if type is None or owner is None:  # None: the initial listing, which resume already covers
+        return
+    try:
+        reconcile_fleet(memo.api, body["metadata"]["namespace"], owner[0], memo.config,
+                        memo.locks, _now(), owner[1])
+    except kube.ApiError as e:  # event handlers are not retried; the resync timer catches up
+        logger.warning("Reconcile after a Deployment event failed: %s", e)
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(start)
+    kopf.on.cleanup(registry=registry)(stop)
+    for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
+        on(*FLEETS, registry=registry, id="reconcile")(reconcile)
+    kopf.timer(*FLEETS, registry=registry, id="resync", interval=RESYNC_INTERVAL_S,
+               initial_delay=RESYNC_INTERVAL_S)(reconcile)
+    kopf.on.event(*DEPLOYMENTS, registry=registry,
+                  labels={FLEET_LABEL: kopf.PRESENT})(child_changed)
+
+
+@contextlib.contextmanager
+def _api_errors(retry: int) -> Iterator[None]:
+    try:
+        yield
+    except kube.ApiError as e:
+        if kube.is_retryable(e.status):
+            raise kopf.TemporaryError(str(e), delay=backoff_s(retry)) from e
+        raise kopf.PermanentError(str(e)) from e
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,190 @@
+"""The only module that talks to the Kubernetes API (kopf's own watching aside).
+
+Plain dicts in and out over the `kubernetes` client's REST layer: get, create, merge-patch, delete,
+create-or-patch of a child (patching only drifted fields), the fleet's status and scale
+subresources, Pods of a fleet, and Events. Errors become ApiError with the HTTP status; callers decide
+what to retry (is_retryable). Synchronous: kopf runs sync handlers in its thread pool.
+"""
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+
+from fleet_operator.builders import API_GROUP, FLEET_LABEL, KIND
+from fleet_operator.drift import drift_patch
+
+MERGE_PATCH = "application/merge-patch+json"
+FLEET_API_VERSION = f"{API_GROUP}/v1alpha1"
+FLEET_PLURAL = "scoringfleets"
+COMPONENT = "scoring-fleet-operator"
+PLURALS = {
+    "Deployment": "deployments",
+    "Service": "services",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "Pod": "pods",
+    "Event": "events",
+    KIND: FLEET_PLURAL,
+}
+
+
+class ApiError(Exception):
+    """A failed API call: status is the HTTP code (0 when the server was not reached)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def is_retryable(status: int) -> bool:
+    """Conflicts, throttling, server errors and unreachable servers pass; 4xx spec errors do not."""
+    return status in (0, 409, 429) or status >= 500
+
+
+def connect() -> kubernetes.client.ApiClient:
+    """An ApiClient from the in-cluster service account, else from KUBECONFIG / ~/.kube/config."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config(client_configuration=configuration)
+    return kubernetes.client.ApiClient(configuration=configuration)
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str | None = None,
+                subresource: str | None = None) -> str:
+    """/api/v1/namespaces/ns/services/x or /apis/group/version/namespaces/ns/plural/x[/sub]."""
+    root = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{root}/namespaces/{namespace}/{PLURALS[kind]}"
+    if name is not None:
+        path += f"/{name}"
+    if subresource is not None:
+        path += f"/{subresource}"
+    return path
+
+
+def request(api: kubernetes.client.ApiClient, method: str, path: str,
+            body: Any = None, content_type: str = "application/json",
+            query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One API call; the decoded JSON answer, or ApiError."""
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    headers = {"Accept": "application/json", "Content-Type": content_type}
+    method, url, headers, body, _ = api.param_serialize(
+        method, path, header_params=headers, body=body, auth_settings=["BearerToken"])
+    try:
+        response = api.call_api(method, url, header_params=headers, body=body,
+                                _request_timeout=30)
+        response.read()
+    except (urllib3.exceptions.HTTPError, OSError) as e:
+        raise ApiError(0, "Unreachable", str(e)) from e
+    except kubernetes.client.ApiException as e:
+        raise ApiError(e.status or 0, str(e.reason), str(e.body)) from e
+    data = json.loads(response.data) if response.data else {}
+    if not 200 <= response.status <= 299:
+        raise ApiError(response.status, str(data.get("reason") or response.reason),
+                       str(data.get("message") or response.data[:200]))
+    return data
+
+
+def get(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace: str,
+        name: str) -> dict[str, Any] | None:
+    """The object, or None if it does not exist."""
+    try:
+        return request(api, "GET", object_path(api_version, kind, namespace, name))
+    except ApiError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def delete(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace: str,
+           name: str) -> bool:
+    """Delete if present; True if something was deleted."""
+    try:
+        request(api, "DELETE", object_path(api_version, kind, namespace, name))
+    except ApiError as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+def apply(api: kubernetes.client.ApiClient, desired: Mapping[str, Any],
+          owned_optional: frozenset[tuple[str, ...]] = frozenset()) -> tuple[str, dict[str, Any]]:
+    """Create `desired`, or merge-patch only its drifted fields: ("created"|"patched"|"unchanged", obj).
+
+    Idempotent: a second call with the same object makes no write at all (so watching our own
+    children cannot loop).
+    """
+    meta = desired["metadata"]
+    api_version, kind = desired["apiVersion"], desired["kind"]
+    actual = get(api, api_version, kind, meta["namespace"], meta["name"])
+    if actual is None:
+        return "created", request(api, "POST", object_path(api_version, kind, meta["namespace"]),
+                                  body=desired)
+    patch = drift_patch(desired, actual, owned_optional)
+    if patch is None:
+        return "unchanged", actual
+    path = object_path(api_version, kind, meta["namespace"], meta["name"])
+    return "patched", request(api, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+
+def get_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    return get(api, FLEET_API_VERSION, KIND, namespace, name)
+
+
+def patch_fleet_status(api: kubernetes.client.ApiClient, namespace: str, name: str,
+                       status: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `status` into the fleet's .status through the status subresource."""
+    path = object_path(FLEET_API_VERSION, KIND, namespace, name, "status")
+    return request(api, "PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH)
+
+
+def scale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
+                replicas: int) -> dict[str, Any]:
+    """Set the fleet's .spec.replicas through its scale subresource (what an HPA would do)."""
+    path = object_path(FLEET_API_VERSION, KIND, namespace, name, "scale")
+    return request(api, "PATCH", path, body={"spec": {"replicas": replicas}},
+                   content_type=MERGE_PATCH)
+
+
+def list_fleet_pods(api: kubernetes.client.ApiClient, namespace: str,
+                    name: str) -> list[dict[str, Any]]:
+    """The fleet's Pods (by the fleet label), in any phase."""
+    answer = request(api, "GET", object_path("v1", "Pod", namespace),
+                     query={"labelSelector": f"{FLEET_LABEL}={name}"})
+    return list(answer.get("items") or [])
+
+
+def post_event(api: kubernetes.client.ApiClient, involved: Mapping[str, Any], type_: str,
+               reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about `involved` (an object with apiVersion, kind, metadata)."""
+    meta = involved["metadata"]
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"],
+                           "name": meta["name"], "namespace": meta["namespace"],
+                           "uid": meta.get("uid")},
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    return request(api, "POST", object_path("v1", "Event", meta["namespace"]), body=event)

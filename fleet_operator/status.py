@@ -1,0 +1,90 @@
+"""Pure: a ScoringFleet's status from what the reconciler saw, with Kubernetes-style conditions.
+
+One set_condition() for every condition type (Ready, SpecValid here; the autoscaler's
+MetricsAvailable / MetricsDegraded / ScalingLimited go through it too): lastTransitionTime moves only
+when the status value changes. Times come in as arguments, never from the clock.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from fleet_operator.builders import selector_string
+
+
+def rfc3339(now: datetime) -> str:
+    """A UTC timestamp as Kubernetes writes it: 2026-11-29T18:42:05Z."""
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, status: str,
+                  reason: str, message: str, now: datetime,
+                  observed_generation: int | None = None) -> list[dict[str, Any]]:
+    """A new conditions list with `type_` set; others are kept in order.
+
+    lastTransitionTime is kept when `status` is unchanged (only reason/message move), and set to
+    `now` on a transition or when the condition is new.
+    """
+    old = next((c for c in conditions or () if c.get("type") == type_), None)
+    moved = old is None or old.get("status") != status
+    condition: dict[str, Any] = {
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": rfc3339(now) if moved else old.get("lastTransitionTime", rfc3339(now)),
+    }
+    if observed_generation is not None:
+        condition["observedGeneration"] = observed_generation
+    if old is None:
+        return [dict(c) for c in conditions or ()] + [condition]
+    # Keep the list's order stable so a status patch only differs where something changed.
+    return [condition if c.get("type") == type_ else dict(c) for c in conditions or ()]
+
+
+def ready_condition(desired: int | None, ready: int) -> tuple[str, str, str]:
+    """(status, reason, message) of Ready from the Deployment's desired and ready pods."""
+    if desired is None:
+        return "False", "DeploymentMissing", "the fleet's Deployment does not exist yet"
+    if desired == 0:
+        return "False", "ScaledToZero", "the fleet has 0 replicas"
+    if ready >= desired:
+        return "True", "AllReplicasReady", f"{ready}/{desired} replicas ready"
+    return "False", "ReplicasNotReady", f"{ready}/{desired} replicas ready"
+
+
+def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
+                 deployment: Mapping[str, Any] | None, spec_error: str | None,
+                 now: datetime) -> dict[str, Any]:
+    """The status fields the reconciler owns, merged over `current` (the fleet's status).
+
+    deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
+    message, or None when the spec is valid. Fields other writers own (desiredReplicas, lastDecision,
+    running, waiting, ...) are left as they are.
+    """
+    current = current or {}
+    dep_spec = (deployment or {}).get("spec") or {}
+    dep_status = (deployment or {}).get("status") or {}
+    desired = dep_spec.get("replicas") if deployment is not None else None
+    ready = int(dep_status.get("readyReplicas") or 0)
+    conditions = current.get("conditions")
+    if spec_error is None:
+        conditions = set_condition(conditions, "SpecValid", "True", "SpecAccepted",
+                                   "the spec is valid", now, generation)
+    else:
+        conditions = set_condition(conditions, "SpecValid", "False", "InvalidSpec", spec_error,
+                                   now, generation)
+    conditions = set_condition(conditions, "Ready", *ready_condition(desired, ready), now, generation)
+    status = {
+        "replicas": int(dep_status.get("replicas") or 0),
+        "readyReplicas": ready,
+        "selector": selector_string(name),
+        "conditions": conditions,
+    }
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status
+
+
+def status_patch(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of `new` whose values differ from `current`: empty when nothing changed."""
+    current = current or {}
+    return {k: v for k, v in new.items() if current.get(k) != v}

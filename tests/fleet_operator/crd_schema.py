@@ -1,0 +1,61 @@
+"""Test helper: the CRD's structural openAPIV3Schema as a JSON-schema validator, plus its CEL rule.
+
+No API server validates custom resources here (the emulator does not), so the tests do: the
+Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the one
+CEL rule (minReplicas <= maxReplicas) is checked by hand.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_PATH = ROOT / "crds" / "scoringfleet.yaml"
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def load_crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_PATH.read_text())
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def to_json_schema(node: Any) -> Any:
+    """Structural schema -> draft-4 JSON schema (OpenAPI v3.0 uses boolean exclusiveMinimum)."""
+    if isinstance(node, list):
+        return [to_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: to_json_schema(v) for k, v in node.items()
+           if not k.startswith("x-kubernetes-") and k != "default"}
+    if node.get("x-kubernetes-int-or-string"):
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("type") == "object" and "properties" in node \
+            and not node.get("x-kubernetes-preserve-unknown-fields") \
+            and "additionalProperties" not in node:
+        out["additionalProperties"] = False  # structural schemas prune unknown fields: flag them
+    if "properties" in out:  # property names are data, not schema keywords: keep them all
+        out["properties"] = {k: to_json_schema(v) for k, v in node["properties"].items()}
+    return out
+
+
+def validator() -> jsonschema.Draft4Validator:
+    version = load_crd()["spec"]["versions"][0]
+    schema = to_json_schema(version["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object"}
+    return jsonschema.Draft4Validator(schema)
+
+
+def schema_errors(obj: dict[str, Any]) -> list[str]:
+    """Every schema violation, plus the CEL rule, as messages (empty: valid)."""
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator().iter_errors(obj)]
+    autoscaling = (obj.get("spec") or {}).get("autoscaling") or {}
+    low, high = autoscaling.get("minReplicas", 1), autoscaling.get("maxReplicas", 8)
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        errors.append("spec.autoscaling: autoscaling.minReplicas must be <= autoscaling.maxReplicas")
+    return errors

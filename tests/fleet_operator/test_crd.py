@@ -1,0 +1,102 @@
+"""The CRD's shape, and every example validated against its schema."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from fleet_operator.spec import parse_fleet
+from tests.fleet_operator.crd_schema import EXAMPLES, load_crd, load_yaml, schema_errors
+
+
+def test_crd_names_scope_and_subresources():
+    crd = load_crd()
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == "scoringfleets.scoring.fleet.dev"
+    assert (spec["group"], spec["scope"]) == ("scoring.fleet.dev", "Namespaced")
+    assert spec["names"]["kind"] == "ScoringFleet"
+    assert spec["names"]["plural"] == "scoringfleets"
+    assert spec["names"]["shortNames"] == ["sf"]
+    [version] = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}, "scale": {
+        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector"}}
+
+
+def test_crd_printer_columns():
+    [version] = load_crd()["spec"]["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Replicas": ".status.replicas", "Ready": ".status.readyReplicas",
+        "Desired": ".status.desiredReplicas", "Running": ".status.running",
+        "Waiting": ".status.waiting", "Reason": ".status.lastDecision.reason",
+        "Age": ".metadata.creationTimestamp",
+    }
+
+
+def test_crd_carries_the_cel_rule_for_min_and_max():
+    [version] = load_crd()["spec"]["versions"]
+    autoscaling = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["autoscaling"]
+    [rule] = autoscaling["x-kubernetes-validations"]
+    assert "self.minReplicas <= self.maxReplicas" in rule["rule"]
+
+
+def test_there_are_three_examples():
+    assert {p.name for p in EXAMPLES} >= {"minimal.yaml", "full.yaml", "cpu-only.yaml"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_validates_against_the_schema(path):
+    assert schema_errors(load_yaml(path)) == []
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_parses_into_a_fleet_spec(path):
+    doc = load_yaml(path)
+    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"])
+    assert fleet.name == doc["metadata"]["name"]
+
+
+def test_cpu_only_example_runs_the_default_model_in_float32_without_gpus():
+    doc = load_yaml(next(p for p in EXAMPLES if p.name == "cpu-only.yaml"))
+    fleet = parse_fleet("smollm-cpu", "default", doc["spec"])
+    assert fleet.resources.gpus == 0
+    assert fleet.model.dtype == "float32"
+    assert fleet.model.source.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _full():
+    return load_yaml(next(p for p in EXAMPLES if p.name == "full.yaml"))
+
+
+def _with(path: str, value):
+    doc = copy.deepcopy(_full())
+    *parents, last = path.split(".")
+    node = doc
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    ("spec.model.dtype", "int8", "is not one of"),
+    ("spec.replicas", -1, "less than the minimum"),
+    ("spec.replicas", "3", "is not of type 'integer'"),
+    ("spec.resources.gpus", -1, "less than the minimum"),
+    ("spec.server.port", 70000, "greater than the maximum"),
+    ("spec.autoscaling.mode", "keda", "is not one of"),
+    ("spec.autoscaling.targetLoadPerReplica", 0, "less than or equal to the minimum"),
+    ("spec.autoscaling.maxMissingFraction", 1.5, "greater than the maximum"),
+    ("spec.autoscaling.scaleUp.selectPolicy", "Avg", "is not one of"),
+    ("spec.autoscaling.scaleDown.policies", [], "non-empty"),
+    ("spec.autoscaling.minReplicas", 9, "must be <= autoscaling.maxReplicas"),
+    ("spec.model.source", "", "non-empty"),
+    ("spec.unknownField", 1, "Additional properties"),
+], ids=["dtype-enum", "replicas-min", "replicas-type", "gpus-min", "port-max", "mode-enum",
+        "target-exclusive-min", "missing-fraction-max", "select-policy-enum", "policies-min-items",
+        "cel-min-le-max", "source-empty", "unknown-field"])
+def test_schema_rejects(path, value, expected):
+    errors = schema_errors(_with(path, value))
+    assert any(expected in e for e in errors), errors

@@ -1,0 +1,96 @@
+"""status.py: conditions move lastTransitionTime only on transitions; status from the Deployment."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from fleet_operator.status import (
+    fleet_status,
+    ready_condition,
+    rfc3339,
+    set_condition,
+    status_patch,
+)
+
+T0 = datetime(2026, 11, 29, 18, 0, 0, tzinfo=timezone.utc)
+T1 = T0 + timedelta(minutes=5)
+
+
+def cond(type_, status, reason="R", message="m", at=T0):
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": rfc3339(at)}
+
+
+@pytest.mark.parametrize("before,status,expected_time", [
+    ([], "True", T1),                                   # new condition: now
+    ([cond("Ready", "True")], "True", T0),              # same status: time stays
+    ([cond("Ready", "False")], "True", T1),             # transition: now
+    ([cond("Ready", "True", reason="Old")], "True", T0),  # only reason/message changed: stays
+], ids=["new", "unchanged", "transition", "reason-only"])
+def test_set_condition_moves_time_only_on_transitions(before, status, expected_time):
+    [after] = set_condition(before, "Ready", status, "AllReplicasReady", "ok", T1)
+    assert after["lastTransitionTime"] == rfc3339(expected_time)
+    assert (after["status"], after["reason"], after["message"]) == (status, "AllReplicasReady", "ok")
+
+
+def test_set_condition_keeps_other_conditions_and_their_order():
+    before = [cond("SpecValid", "True"), cond("Ready", "False"), cond("ScalingLimited", "False")]
+    after = set_condition(before, "Ready", "True", "AllReplicasReady", "ok", T1, 7)
+    assert [c["type"] for c in after] == ["SpecValid", "Ready", "ScalingLimited"]
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1]["observedGeneration"] == 7
+    assert before[1]["status"] == "False"  # the input is not mutated
+
+
+@pytest.mark.parametrize("desired,ready,expected", [
+    (None, 0, ("False", "DeploymentMissing")),
+    (0, 0, ("False", "ScaledToZero")),
+    (3, 1, ("False", "ReplicasNotReady")),
+    (3, 3, ("True", "AllReplicasReady")),
+    (2, 3, ("True", "AllReplicasReady")),  # scaling down: surplus ready pods are still ready
+], ids=["no-deployment", "zero", "partial", "all", "surplus"])
+def test_ready_condition(desired, ready, expected):
+    assert ready_condition(desired, ready)[:2] == expected
+
+
+DEPLOYMENT = {"spec": {"replicas": 3}, "status": {"replicas": 3, "readyReplicas": 2}}
+
+
+def test_fleet_status_from_the_deployment():
+    status = fleet_status({}, name="qwen", generation=4, deployment=DEPLOYMENT, spec_error=None,
+                          now=T0)
+    assert {k: status[k] for k in ("replicas", "readyReplicas", "selector", "observedGeneration")} \
+        == {"replicas": 3, "readyReplicas": 2, "selector": "scoring.fleet.dev/fleet=qwen",
+            "observedGeneration": 4}
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions == {"SpecValid": ("True", "SpecAccepted"), "Ready": ("False", "ReplicasNotReady")}
+
+
+def test_fleet_status_with_an_invalid_spec_keeps_reporting_the_running_deployment():
+    status = fleet_status({}, name="qwen", generation=5, deployment=DEPLOYMENT,
+                          spec_error="spec.image is required", now=T0)
+    spec_valid = next(c for c in status["conditions"] if c["type"] == "SpecValid")
+    assert (spec_valid["status"], spec_valid["reason"], spec_valid["message"]) == \
+        ("False", "InvalidSpec", "spec.image is required")
+    assert status["replicas"] == 3
+
+
+def test_fleet_status_leaves_fields_of_other_writers_alone():
+    current = {"desiredReplicas": 5, "lastDecision": {"reason": "ScaleUp"}}
+    status = fleet_status(current, name="qwen", generation=1, deployment=None, spec_error=None,
+                          now=T0)
+    assert "desiredReplicas" not in status and "lastDecision" not in status
+
+
+def test_second_status_at_a_later_time_is_an_empty_patch():
+    # Idempotence: recomputing the same state later changes nothing, so nothing is written.
+    first = fleet_status({}, name="qwen", generation=1, deployment=DEPLOYMENT, spec_error=None,
+                         now=T0)
+    again = fleet_status(first, name="qwen", generation=1, deployment=DEPLOYMENT, spec_error=None,
+                         now=T1)
+    assert status_patch(first, again) == {}
+
+
+def test_status_patch_has_only_changed_keys():
+    assert status_patch({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == {"b": 3, "c": 4}
