@@ -1,0 +1,1 @@
+from tests.kube_emulator.fixtures import *  # noqa
