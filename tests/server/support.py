@@ -1,0 +1,103 @@
+"""Test doubles and builders for the server tests: a tiny random Llama with a real tokenizer (for
+the mechanics), a free fake runner (for scheduler/engine invariants), and a live uvicorn server.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+
+from server.app import create_app
+from server.config import ServerConfig
+from server.engine import Engine
+from server.model_runner import RunResult
+
+CORPUS = [
+    "What is the capital of California? Answer Yes or No for each of the following options:",
+    "Sacramento San Jose San Francisco Los Angeles Yes No apple banana fruit car red fast",
+    "The quick brown fox jumps over the lazy dog. Is this a fruit? Answer:",
+]
+
+
+def build_tiny_model(folder: Path) -> Path:
+    """Save a 2-layer random Llama and a small byte-level BPE tokenizer to `folder`."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<eos>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(CORPUS * 20, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, tie_word_embeddings=False)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+@dataclass
+class FakeRunner:
+    """Costs nothing; scores are a function of the tokens. `gate` (if set) holds every forward
+    until released, so tests can look at the scheduler mid-batch; `fail_when` makes run() raise."""
+
+    vocab_size: int = 1000
+    max_context_tokens: int = 512
+    gate: threading.Event | None = None
+    fail_when: object = None  # callable(sequences) -> bool
+    batches: list[int] = field(default_factory=list)  # sizes of the batches run
+    kept: set[int] = field(default_factory=set)
+
+    def tokenize(self, text: str) -> list[int]:
+        return [ord(ch) % self.vocab_size for ch in text]
+
+    def run(self, sequences) -> RunResult:
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+        self.batches.append(len(sequences))
+        if self.fail_when is not None and self.fail_when(sequences):
+            raise RuntimeError("injected forward failure")
+        scores = [[(sum(seq.own_ids) % 97 + label) / 1000 for label in seq.request.options.label_token_ids]
+                  for seq in sequences]
+        return RunResult(scores, 0)
+
+    def keep_only(self, live_request_ids) -> None:
+        self.kept = set(live_request_ids)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def live_server(config: ServerConfig, engine: Engine):
+    """Serve create_app(config, engine) with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
+    server = uvicorn.Server(uvicorn.Config(create_app(config, engine), host=config.host,
+                                           port=config.port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield f"http://{config.host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def run_async(coro):
+    return asyncio.run(coro)

@@ -1,0 +1,82 @@
+"""ModelRunner on a tiny random Llama: shared-prefix, multi-request batches equal the unshared
+computation (one plain forward per item)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from server.model_loader import load_model
+from server.model_runner import ModelRunner
+from server.sequence import Request, ScoringOptions
+
+LABELS = ScoringOptions((5, 17, 42), False)
+SOFTMAX = ScoringOptions((5, 17, 42), True)
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_model_dir):
+    model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
+    return ModelRunner(model, tokenizer)
+
+
+def reference(runner: ModelRunner, ids: list[int], options: ScoringOptions) -> list[float]:
+    """What a user writes first: one forward over the whole sequence, last position."""
+    with torch.inference_mode():
+        logits = runner.model(torch.tensor([ids])).logits[0, -1].float()
+    labels = list(options.label_token_ids)
+    if options.apply_softmax:
+        return torch.softmax(logits[labels], dim=-1).tolist()
+    return torch.exp(torch.log_softmax(logits, dim=-1)[labels]).tolist()
+
+
+def assert_matches_reference(runner, sequences, scores):
+    for seq, row in zip(sequences, scores):
+        expected = reference(runner, list(seq.request.prefix_ids + seq.own_ids), seq.request.options)
+        assert row == pytest.approx(expected, abs=1e-5)
+
+
+def test_items_sharing_a_query_match_one_forward_per_item(runner):
+    request = Request.create((3, 9, 27, 81), [(1, 2), (7,), (11, 12, 13, 14)], LABELS)
+    result = runner.run(request.sequences)
+    assert_matches_reference(runner, request.sequences, result.scores)
+    # The 4-token query is computed once and reused by the other two items.
+    assert result.num_cached_tokens == 4 * 2
+
+
+def test_several_requests_with_different_lengths_share_one_batch(runner):
+    first = Request.create((3, 9, 27, 81, 100, 101), [(1, 2), (7,)], LABELS)
+    second = Request.create((50,), [(60, 61, 62, 63, 64)], SOFTMAX)
+    unshared = Request.create((), [(70, 71, 72), (8,)], LABELS)  # e.g. item_first
+    sequences = [*first.sequences, *second.sequences, *unshared.sequences]
+    result = runner.run(sequences)
+    assert_matches_reference(runner, sequences, result.scores)
+
+
+def test_softmax_over_labels_sums_to_one(runner):
+    request = Request.create((1, 2, 3), [(4,), (5, 6)], SOFTMAX)
+    for row in runner.run(request.sequences).scores:
+        assert sum(row) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_query_split_across_batches_is_computed_once(runner):
+    request = Request.create((3, 9, 27), [(1,), (2,), (4,)], LABELS)
+    first = runner.run(request.sequences[:2])
+    second = runner.run(request.sequences[2:])
+    assert (first.num_cached_tokens, second.num_cached_tokens) == (3, 3)
+    assert_matches_reference(runner, request.sequences, first.scores + second.scores)
+
+
+def test_keep_only_forgets_prefixes_of_requests_that_left(runner):
+    done = Request.create((1, 2), [(3,)], LABELS)
+    live = Request.create((4, 5), [(6,)], LABELS)
+    runner.run([*done.sequences, *live.sequences])
+    runner.keep_only({live.rid})
+    assert runner.num_cached_prefixes == 1
+    runner.keep_only(set())
+    assert runner.num_cached_prefixes == 0
+
+
+def test_tokenize_adds_no_special_tokens(runner):
+    assert runner.tokenize("Yes") == runner.tokenizer("Yes", add_special_tokens=False)["input_ids"]
+    assert runner.vocab_size == runner.model.config.vocab_size
+    assert runner.max_context_tokens == 256

@@ -1,0 +1,123 @@
+"""Scheduler invariants, without torch: limits, FIFO, admission, abort, and truthful load."""
+from __future__ import annotations
+
+import pytest
+
+from server.scheduler import QueueFull, Scheduler, SchedulerLimits
+from server.sequence import Request, ScoringOptions, SequenceStatus
+
+OPTIONS = ScoringOptions((1, 2), False)
+
+
+def make_request(num_items: int, prefix_len: int = 2, item_len: int = 3) -> Request:
+    return Request.create(tuple(range(prefix_len)), [tuple(range(item_len))] * num_items, OPTIONS)
+
+
+def limits(running=100, prefill=10_000, total=10_000, queued=100) -> SchedulerLimits:
+    return SchedulerLimits(running, prefill, total, queued)
+
+
+@pytest.mark.parametrize(
+    "limit, num_items, expected_batch",
+    [
+        pytest.param(limits(running=2), 5, 2, id="max_running_requests"),
+        pytest.param(limits(prefill=12), 5, 2, id="max_prefill_tokens"),  # 5 tokens/seq: 2 fit
+        pytest.param(limits(total=16), 5, 3, id="max_total_tokens"),
+        pytest.param(limits(), 5, 5, id="everything-fits"),
+    ],
+)
+def test_schedule_respects_limits(limit, num_items, expected_batch):
+    scheduler = Scheduler(limit)
+    scheduler.add(make_request(num_items))
+    batch = scheduler.schedule()
+    assert len(batch.sequences) == expected_batch
+    assert all(seq.status is SequenceStatus.RUNNING for seq in batch.sequences)
+    assert scheduler.load().num_running == expected_batch
+    assert scheduler.load().num_waiting == num_items - expected_batch
+
+
+def test_running_tokens_count_against_total_budget_until_released():
+    scheduler = Scheduler(limits(total=10))  # 5 tokens per sequence
+    scheduler.add(make_request(4))
+    first = scheduler.schedule()
+    assert len(first.sequences) == 2
+    assert scheduler.schedule() is None  # budget held by the running batch
+    for seq in first.sequences:
+        seq.finish([0.5, 0.5])
+    second = scheduler.schedule()  # "full" recomputed from state: not latched (SGLang #22518)
+    assert len(second.sequences) == 2
+
+
+def test_fifo_does_not_skip_a_large_head():
+    scheduler = Scheduler(limits(prefill=10))
+    big = make_request(1, prefix_len=0, item_len=8)
+    small = make_request(3, prefix_len=0, item_len=1)
+    scheduler.add(big)
+    scheduler.add(small)
+    batch = scheduler.schedule()
+    # The head (8 tokens) goes first; 2 small ones fit behind it; without FIFO all 3 would.
+    assert [seq.request for seq in batch.sequences] == [big, small, small]
+
+
+def test_add_is_all_or_nothing_at_the_queue_cap():
+    scheduler = Scheduler(limits(queued=5))
+    scheduler.add(make_request(3))
+    with pytest.raises(QueueFull, match="max_queued_requests=5"):
+        scheduler.add(make_request(3))
+    assert scheduler.load().num_waiting == 3
+    scheduler.add(make_request(2))
+    assert scheduler.load().num_waiting == 5
+
+
+def test_abort_removes_waiting_and_leaves_running_until_delivered():
+    scheduler = Scheduler(limits(running=2))
+    request = make_request(5)
+    scheduler.add(request)
+    batch = scheduler.schedule()
+    scheduler.abort(request)
+    load = scheduler.load()
+    assert (load.num_running, load.num_waiting) == (2, 0)
+    assert sum(seq.status is SequenceStatus.ABORTED for seq in request.sequences) == 3
+    for seq in batch.sequences:
+        seq.finish(None)
+    scheduler.release_finished()
+    assert scheduler.running == [] and scheduler.live_request_ids() == set()
+    assert request.is_done
+
+
+def test_load_is_derived_from_state_at_every_moment():
+    scheduler = Scheduler(limits(running=3))
+    first, second = make_request(2), make_request(4, prefix_len=1, item_len=1)
+    scheduler.add(first)
+    scheduler.add(second)
+    assert scheduler.load().num_tokens == 2 * 5 + 4 * 2
+    batch = scheduler.schedule()
+    load = scheduler.load()
+    assert (load.num_running, load.num_waiting, load.num_reqs) == (3, 3, 6)
+    assert load.num_running_tokens == 5 + 5 + 2
+    batch.sequences[0].finish([0.1, 0.2])
+    # Delivered but not yet released: the gauge already tells the truth.
+    assert scheduler.load().num_running == 2
+    for seq in batch.sequences[1:]:
+        seq.finish([0.1, 0.2])
+    scheduler.release_finished()
+    assert scheduler.load().num_running == 0
+
+
+def test_schedule_on_empty_queue_returns_none_and_releases():
+    scheduler = Scheduler(limits())
+    scheduler.add(make_request(1))
+    batch = scheduler.schedule()
+    batch.sequences[0].finish([0.0, 0.0])
+    assert scheduler.schedule() is None
+    assert scheduler.running == []
+
+
+def test_batch_lists_each_request_once_in_order():
+    scheduler = Scheduler(limits())
+    first, second = make_request(2), make_request(2)
+    scheduler.add(first)
+    scheduler.add(second)
+    batch = scheduler.schedule()
+    assert batch.requests == [first, second]
+    assert batch.num_tokens == 20
