@@ -166,6 +166,12 @@ class Decision:
     def is_rescale(self) -> bool:
         return self.desired_replicas != self.current_replicas
 
+    def is_news(self, last_decision: Mapping | None) -> bool:
+        """Worth an Event: a rescale, or a reason or degraded state other than status.lastDecision's."""
+        last = last_decision or {}
+        return (self.is_rescale or last.get("reason") != self.reason
+                or last.get("metricsDegraded") != self.degraded)
+
     def condition(self, type_: str) -> Condition:
         return next(c for c in self.conditions if c.type == type_)
 
@@ -248,8 +254,9 @@ def raw_replicas(verdicts: tuple[PodVerdict, ...], current: int, target: float, 
         if within_tolerance(ratio, tolerance):
             return RawResult(current, "WithinTolerance", ratio, ratio, verdicts)
         return _result(_ceil(ratio * len(loads)), current, ratio, ratio, verdicts)
-    # on a scale-down, treat missing pods as at target; on a scale-up, as idle
-    assumed = {name: (target if ratio < 1.0 else 0.0) for name in missing}
+    # on a scale-down, treat missing pods as at target; on a scale-up, as idle. At exactly 1.0 leave
+    # them out, as HPA's resource path does (its Pods path would read them as idle: a scale-down).
+    assumed = {name: (target if ratio < 1.0 else 0.0) for name in missing if ratio != 1.0}
     if rebalance:
         # on a scale-up, treat pending/unready pods as idle (they will take load once up)
         assumed.update({name: 0.0 for name in set_aside})

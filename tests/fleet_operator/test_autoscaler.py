@@ -95,6 +95,9 @@ CASES = [
          fleet(ready(4), ready(4), ready(4), missing()), 4, 2, "ScaleDown", spec=LENIENT),
     # 4 if the missing pod were dropped (ratio 1.25); filled as idle the ratio becomes 0.83
     Case("direction-flip-held", fleet(ready(40), ready(40), missing()), 3, 3, "DirectionFlip"),
+    # 2 if the missing pod were read as idle at a ratio of exactly 1.0 (HPA's Pods-metric path)
+    Case("missing-at-exact-target-holds", fleet(ready(32), ready(32), missing()), 3, 3, "WithinTolerance",
+         spec=LENIENT),
     Case("nan-sample-is-missing", fleet(ready(96), ready(96), ready(math.nan)), 3, 6, "ScaleUp"),
     Case("negative-sample-is-missing", fleet(ready(4), ready(4), ready(4), ready(-3)), 4, 2, "ScaleDown",
          spec=LENIENT),
@@ -262,3 +265,14 @@ def test_history_round_trips_through_status_json():
                          ids=["none", "empty", "not-a-list", "bad-entries"])
 def test_history_from_malformed_status_is_empty(status):
     assert history_from_status(status) == History()
+
+
+@pytest.mark.parametrize("pods, current, last, news", [
+    (fleet(ready(64), ready(64)), 2, {"reason": "ScaleUp", "metricsDegraded": False}, True),
+    (fleet(ready(32), ready(32)), 2, {"reason": "WithinTolerance", "metricsDegraded": False}, False),
+    (fleet(ready(32), ready(32)), 2, {"reason": "NoChange", "metricsDegraded": False}, True),
+    (fleet(ready(32), missing()), 2, {"reason": "WithinTolerance", "metricsDegraded": False}, True),
+    (fleet(ready(32), ready(32)), 2, None, True),
+], ids=["rescale", "same-hold", "reason-changed", "degraded-changed", "first-decision"])
+def test_is_news_for_an_event(pods, current, last, news):
+    assert decide(pods, current, SPEC, History(), NOW).is_news(last) is news
