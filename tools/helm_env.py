@@ -42,7 +42,8 @@ def _version_of(python: Path) -> tuple[int, int] | None:
 
 
 def candidate_pythons() -> list[Path]:
-    """Interpreters to try, best first: $TOOLS_PYTHON, python3.1x on PATH, then pyenv's versions."""
+    """Interpreters to try, best first: $TOOLS_PYTHON, python3.1x on PATH, then pyenv's versions
+    (oldest first: 3.12 is the one helm-sdkpy was tried with here)."""
     found: list[Path] = []
     if os.environ.get("TOOLS_PYTHON"):
         found.append(Path(os.environ["TOOLS_PYTHON"]))
@@ -51,7 +52,7 @@ def candidate_pythons() -> list[Path]:
             found.append(Path(path))
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
     # NOTE: pyenv's shims on PATH fail for versions that are not selected, so read its folders too.
-    for version_dir in sorted((pyenv_root / "versions").glob("3.1[2-9]*"), reverse=True):
+    for version_dir in sorted((pyenv_root / "versions").glob("3.1[2-9]*")):
         found.append(version_dir / "bin" / "python")
     return found
 

@@ -61,10 +61,15 @@ ACTIONS = {"lint": _lint, "install": _install, "upgrade": _upgrade, "status": _s
 async def run_actions(actions: list[dict[str, Any]], kubeconfig: str | None) -> list[dict[str, Any]]:
     """Run each action with a Configuration for its namespace; collect results or error texts."""
     results = []
+    # NOTE: with the memory driver each Configuration has its own release storage: keep one per
+    # namespace, or a later action cannot see the release an earlier one installed.
+    configs: dict[str, helm.Configuration] = {}
     for action in actions:
         try:
-            config = helm.Configuration(namespace=action.get("namespace", "default"),
-                                        kubeconfig=kubeconfig)
+            namespace = action.get("namespace", "default")
+            if namespace not in configs:
+                configs[namespace] = helm.Configuration(namespace=namespace, kubeconfig=kubeconfig)
+            config = configs[namespace]
             result = await ACTIONS[action["action"]](config, action)
             results.append({"ok": True, "result": result})
         except Exception as exc:  # reported to the caller, which decides what a failure means

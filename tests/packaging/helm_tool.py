@@ -55,10 +55,11 @@ class HelmTool:
     def install(self, kubeconfig: str, *, release: str, namespace: str,
                 values: dict[str, Any] | None = None, chart: Path = CHART,
                 wait: bool = False) -> dict[str, Any]:
-        """Install into the cluster of `kubeconfig` (creating the namespace); the release dict."""
+        """Install into the cluster of `kubeconfig`; the release dict. The namespace must exist:
+        Helm's create_namespace validates against OpenAPI, which the emulator does not serve."""
         (result,) = self.run([{"action": "install", "release": release, "namespace": namespace,
                                "chart": str(chart), "values": values or {},
-                               "create_namespace": True, "wait": wait, "timeout_s": 60}],
+                               "wait": wait, "timeout_s": 60}],
                              kubeconfig=kubeconfig)
         if not result["ok"]:
             raise HelmActionError(result["error"])

@@ -1,0 +1,155 @@
+"""A real `helm install` (the Helm library, helm-sdkpy) into the Kubernetes API emulator.
+
+The install's manifest is exactly what `helm template` prints, so it is also how the chart is rendered
+for the checks below: the CRD's single source, security contexts, flags, monitors, uninstall.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from tests.packaging.helm_tool import by_kind
+from tools import sync_crd
+
+RELEASE_NS = "scoring-system"
+
+
+def test_install_creates_the_operator_account_rbac_and_a_served_crd(render, kube_api, api_get):
+    render({})
+    fullname = "sf-scoring-fleet"
+    deployment = api_get(f"/apis/apps/v1/namespaces/{RELEASE_NS}/deployments/{fullname}")
+    assert api_get(f"/api/v1/namespaces/{RELEASE_NS}/serviceaccounts/{fullname}")
+    assert api_get(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{fullname}")
+    assert api_get(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{fullname}")
+    crd = api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                  "scoringfleets.scoring.fleet.dev")
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    # Helm's CRD is registered: the API now serves ScoringFleets (kubectl and kopf can use them).
+    discovery = api_get("/apis/scoring.fleet.dev/v1alpha1")
+    assert "scoringfleets" in {r["name"] for r in discovery["resources"]}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "fleet_operator"]
+    assert {"--standalone", "--all-namespaces",
+            "--liveness=http://0.0.0.0:8080/healthz"} <= set(container["args"])
+
+
+@pytest.mark.parametrize(
+    ("crds", "has_crd", "keep"),
+    [
+        ({"install": True, "keep": True}, True, True),
+        ({"install": True, "keep": False}, True, False),
+        ({"install": False, "keep": True}, False, False),
+    ],
+    ids=["install-keep", "install-no-keep", "no-install"],
+)
+def test_chart_crd_is_crds_source_plus_labels_and_keep(render, crds, has_crd, keep):
+    objects = render({"crds": crds})
+    rendered = by_kind(objects, "CustomResourceDefinition")
+    assert len(rendered) == int(has_crd)
+    if not has_crd:
+        return
+    source = yaml.safe_load(sync_crd.SOURCE.read_text())
+    (crd,) = rendered
+    assert crd["spec"] == source["spec"] and crd["metadata"]["name"] == source["metadata"]["name"]
+    annotations = crd["metadata"].get("annotations") or {}
+    assert (annotations.get("helm.sh/resource-policy") == "keep") is keep
+    assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_operator_pod_meets_the_restricted_pod_security_standard(render):
+    (deployment,) = by_kind(render({}), "Deployment")
+    assert deployment["spec"]["replicas"] == 1  # kopf standalone: one operator, never two
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    security = {**pod["securityContext"], **container["securityContext"]}
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == 65532
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["resources"]["limits"] and container["resources"]["requests"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+
+
+def test_watched_namespaces_become_operator_flags(render):
+    objects = render({"watchNamespaces": ["team-a", "team-b"]}, namespaces=["team-a", "team-b"])
+    (container,) = by_kind(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert "--all-namespaces" not in container["args"]
+    assert [a for a in container["args"] if a.startswith("--namespace")] == [
+        "--namespace=team-a", "--namespace=team-b"]
+
+
+MONITORS_ON = {"monitoring": {"podMonitor": {"enabled": True},
+                              "serviceMonitor": {"enabled": True}}}
+
+
+def test_monitors_are_skipped_with_a_warning_when_the_monitoring_api_is_absent(render_release):
+    release = render_release(MONITORS_ON)
+    kinds = {obj["kind"] for obj in release.objects}
+    assert kinds.isdisjoint({"PodMonitor", "ServiceMonitor"})
+    assert "does not serve monitoring.coreos.com/v1" in release.notes
+
+
+def test_monitors_render_when_the_monitoring_api_is_served(render, api_create):
+    for kind in ("PodMonitor", "ServiceMonitor"):
+        api_create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _monitoring_crd(kind))
+    objects = render(copy.deepcopy(MONITORS_ON))
+    (pod_monitor,) = by_kind(objects, "PodMonitor")
+    (service_monitor,) = by_kind(objects, "ServiceMonitor")
+    fleet_pods = {"matchExpressions": [{"key": "scoring.fleet.dev/fleet", "operator": "Exists"}]}
+    assert pod_monitor["spec"]["selector"] == fleet_pods == service_monitor["spec"]["selector"]
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] == "http"
+    assert pod_monitor["spec"]["namespaceSelector"] == {"any": True}
+
+
+def _monitoring_crd(kind: str) -> dict:
+    """A minimal stand-in for the Prometheus Operator's CRD: enough for the API to serve the kind."""
+    plural = kind.lower() + "s"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+            "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
+                               "listKind": kind + "List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_sample_fleet_is_a_post_install_hook_with_the_chart_image(render_release, api_get):
+    release = render_release({"sampleFleet": {"enabled": True}})
+    (fleet,) = by_kind(release.objects, "ScoringFleet")
+    assert fleet["spec"]["image"] == "scoring-fleet:0.1.0"
+    assert fleet["metadata"]["namespace"] == RELEASE_NS
+    # A post-install hook: Helm maps a kind only once its CRD exists, so the CR must come after it.
+    assert "post-install" in fleet["metadata"]["annotations"]["helm.sh/hook"]
+    # The operator and the CRD were created before the hook in any case.
+    assert api_get(f"/apis/apps/v1/namespaces/{RELEASE_NS}/deployments/sf-scoring-fleet")
+    if release.hooks_ran:  # only where the API serves OpenAPI (a real cluster), see OPENAPI_GAP
+        assert api_get(f"/apis/scoring.fleet.dev/v1alpha1/namespaces/{RELEASE_NS}/scoringfleets/"
+                       "smollm2-scorer")
+
+
+def test_helm_refuses_values_outside_the_schema(helm, kube_api):
+    (result,) = helm.run([{"action": "install", "release": "sf", "namespace": "default",
+                           "chart": str(sync_crd.ROOT / "charts" / "scoring-fleet"),
+                           "values": {"operator": {"logLevel": "loud"}}}],
+                         kubeconfig=str(kube_api.kubeconfig))
+    assert not result["ok"]
+    assert "logLevel" in result["error"]
+
+
+def test_uninstall_removes_the_operator_but_keeps_the_crd(helm, kube_api, api_get):
+    chart = str(sync_crd.ROOT / "charts" / "scoring-fleet")
+    results = helm.run([
+        {"action": "install", "release": "sf", "namespace": "default", "chart": chart},
+        {"action": "uninstall", "release": "sf", "namespace": "default"},
+    ], kubeconfig=str(kube_api.kubeconfig))
+    assert [r["ok"] for r in results] == [True, True], results
+    assert api_get("/apis/apps/v1/namespaces/default/deployments/sf-scoring-fleet") is None
+    assert api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "scoringfleets.scoring.fleet.dev")

@@ -1,0 +1,84 @@
+"""The operator's permissions, pinned: exactly these grants, nothing more (least privilege).
+
+The emulator does not enforce RBAC, so these tests are the check: a new API call in the operator
+needs a new line here and in templates/_helpers.tpl, on purpose.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.packaging.helm_tool import by_kind
+
+ALL = frozenset({"create", "get", "list", "watch", "patch", "update", "delete"})
+READ = frozenset({"get", "list", "watch"})
+
+# What the operator does in each namespace it serves.
+NAMESPACED_GRANTS = {
+    ("scoring.fleet.dev", "scoringfleets"): READ | {"patch", "update"},  # never create/delete fleets
+    ("scoring.fleet.dev", "scoringfleets/status"): frozenset({"get", "patch", "update"}),
+    ("scoring.fleet.dev", "scoringfleets/scale"): frozenset({"get", "patch", "update"}),
+    ("scoring.fleet.dev", "scoringfleets/finalizers"): frozenset({"update"}),  # blockOwnerDeletion
+    ("apps", "deployments"): ALL,
+    ("", "services"): ALL,
+    ("policy", "poddisruptionbudgets"): ALL,
+    ("autoscaling", "horizontalpodautoscalers"): ALL,
+    ("", "pods"): READ,  # scraped, never changed
+    ("", "events"): frozenset({"create", "patch"}),
+}
+# What kopf needs cluster-wide in every mode.
+CLUSTER_GRANTS = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"): READ,
+}
+
+
+def grants(rules: list[dict]) -> dict[tuple[str, str], frozenset[str]]:
+    """(apiGroup, resource) -> verbs; fails on the forms this chart must never use."""
+    table: dict[tuple[str, str], frozenset[str]] = {}
+    for rule in rules:
+        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs = frozenset(rule["verbs"])
+                assert "*" not in verbs | {group, resource}, rule
+                table[(group, resource)] = table.get((group, resource), frozenset()) | verbs
+    return table
+
+
+def _only(objects: list[dict], kind: str) -> dict:
+    (obj,) = by_kind(objects, kind)
+    return obj
+
+
+def test_all_namespaces_grants_exactly_the_fleet_rules_cluster_wide(render):
+    objects = render({})
+    assert grants(_only(objects, "ClusterRole")["rules"]) == {**NAMESPACED_GRANTS, **CLUSTER_GRANTS}
+    assert by_kind(objects, "Role") == [] and by_kind(objects, "RoleBinding") == []
+    binding = _only(objects, "ClusterRoleBinding")
+    account = _only(objects, "ServiceAccount")["metadata"]
+    assert binding["roleRef"]["name"] == _only(objects, "ClusterRole")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                    "namespace": account["namespace"]}]
+
+
+def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_reads_crds(render):
+    objects = render({"watchNamespaces": ["team-a", "team-b"]}, namespaces=["team-a", "team-b"])
+    assert grants(_only(objects, "ClusterRole")["rules"]) == CLUSTER_GRANTS
+    roles = by_kind(objects, "Role")
+    assert sorted(role["metadata"]["namespace"] for role in roles) == ["team-a", "team-b"]
+    assert all(grants(role["rules"]) == NAMESPACED_GRANTS for role in roles)
+    bindings = by_kind(objects, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    # Each binding grants the operator's account, which lives in the release namespace.
+    assert {b["subjects"][0]["namespace"] for b in bindings} == {"scoring-system"}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"rbac": {"create": False}}, {"rbac": {"create": False}, "watchNamespaces": ["team-a"]}],
+    ids=["cluster-wide", "namespaced"],
+)
+def test_rbac_create_false_renders_no_rbac(render, values):
+    objects = render(values, namespaces=values.get("watchNamespaces", []))
+    rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    assert {obj["kind"] for obj in objects} & rbac_kinds == set()
+    assert by_kind(objects, "Deployment") != []  # the rest of the chart still renders
