@@ -172,3 +172,13 @@ async def test_scrape_pods_stamps_with_the_given_clock_and_reuses_a_session(flee
 def test_pod_sample(body, result, expected):
     sample = pod_sample(body, result)
     assert (sample.phase, sample.ready, sample.deleting, sample.load, sample.error) == expected
+
+
+def test_parse_gauges_on_the_scoring_servers_own_metrics():
+    """The contract with server/metrics.py: its text gives running and waiting."""
+    from server.metrics import ServerMetrics
+    from server.scheduler import Load
+
+    metrics = ServerMetrics("qwen", 65536, lambda: Load(num_running=5, num_waiting=7, num_running_tokens=300,
+                                                        num_waiting_tokens=400))
+    assert parse_gauges(metrics.render().decode()) == (Gauges(5.0, 7.0), "")
