@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.body_limit import BodySizeLimit
@@ -64,17 +64,19 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
         return [LoadEntry(dp_rank=0, num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
                           num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse,
+              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}})
     async def metrics() -> Response:
         return Response(engine.metrics.render(),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @app.get("/health")
+    @app.get("/health", response_class=Response, responses={200: {"description": "Alive"}})
     async def health() -> Response:
         """Liveness: the process answers."""
         return Response(status_code=200)
 
-    @app.get("/health_generate", responses={503: {"model": ErrorResponse}})
+    @app.get("/health_generate", response_class=Response,
+             responses={200: {"description": "Ready"}, 503: {"model": ErrorResponse}})
     async def health_generate() -> Response:
         """Readiness: model loaded, loop alive, not draining."""
         if engine.is_ready:

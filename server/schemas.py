@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-TokenIds = list[StrictInt]
+TokenId = Annotated[StrictInt, Field(ge=0)]
+TokenIds = list[TokenId]
 
 
 class ScoreRequest(BaseModel):
@@ -22,7 +23,7 @@ class ScoreRequest(BaseModel):
     items: Union[StrictStr, list[StrictStr], list[TokenIds]] = Field(
         description="Candidates, same kind as query: texts, or lists of token ids. "
                     "A single string is one item.")
-    label_token_ids: Annotated[list[StrictInt], Field(
+    label_token_ids: Annotated[list[TokenId], Field(
         min_length=1, description="Token ids whose next-token probabilities are returned.")]
     apply_softmax: StrictBool = Field(
         default=False,
