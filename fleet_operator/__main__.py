@@ -22,6 +22,8 @@ def make_settings() -> kopf.OperatorSettings:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=ANNOTATION_PREFIX, key="last-handled-configuration")
+    # Timers make kopf put a finalizer on each fleet: name it after us, not after kopf.
+    settings.persistence.finalizer = f"{ANNOTATION_PREFIX}/finalizer"
     # The operator posts its own Events (InvalidSpec, Reconciled); kopf's per-handler ones are noise.
     settings.posting.level = logging.WARNING
     return settings

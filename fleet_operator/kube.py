@@ -89,11 +89,20 @@ def request(api: kubernetes.client.ApiClient, method: str, path: str,
         raise ApiError(0, "Unreachable", str(e)) from e
     except kubernetes.client.ApiException as e:
         raise ApiError(e.status or 0, str(e.reason), str(e.body)) from e
-    data = json.loads(response.data) if response.data else {}
+    data = _decode(response.data)
     if not 200 <= response.status <= 299:
         raise ApiError(response.status, str(data.get("reason") or response.reason),
                        str(data.get("message") or response.data[:200]))
     return data
+
+
+def _decode(raw: bytes | None) -> dict[str, Any]:
+    # Error answers from proxies (or a bare 404 of a missing endpoint) may not be JSON at all.
+    try:
+        data = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def get(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace: str,

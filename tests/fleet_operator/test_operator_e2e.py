@@ -1,0 +1,231 @@
+"""The real operator (`python -m fleet_operator --standalone -A`, a subprocess) against the emulator.
+
+Users act through kubectl (apply, patch, scale, set image, delete), as they would; the tests read the
+results over the API. Every wait is bounded polling; nothing sleeps for correctness.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
+
+EXAMPLES = ROOT / "examples"
+WAIT_S = 10.0
+FLEET = "qwen-scorer"  # examples/minimal.yaml
+IMAGE = "ghcr.io/scoring-fleet/scoring-fleet:0.1.0"
+
+
+def wait_for(probe: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
+    """Poll `probe` until it returns something truthy; fail with `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value!r}")
+        time.sleep(0.05)
+
+
+class Cluster:
+    """Reads over the emulator's API, and kubectl for what users do."""
+
+    def __init__(self, kube_api: Any) -> None:
+        self.api = kube_api
+
+    def get(self, api_version: str, kind: str, name: str, ns: str = "default") -> dict | None:
+        status, obj = self.api.request("GET", self.api.path_for(api_version, kind, ns, name))
+        return obj if status == 200 else None
+
+    def fleet(self, name: str = FLEET) -> dict | None:
+        return self.get("scoring.fleet.dev/v1alpha1", "ScoringFleet", name)
+
+    def deployment(self, name: str = FLEET) -> dict | None:
+        return self.get("apps/v1", "Deployment", name)
+
+    def container(self, name: str = FLEET) -> dict:
+        return self.deployment(name)["spec"]["template"]["spec"]["containers"][0]
+
+    def condition(self, name: str, type_: str) -> dict:
+        status = (self.fleet(name) or {}).get("status") or {}
+        return next((c for c in status.get("conditions") or () if c["type"] == type_), {})
+
+    def events(self, name: str, reason: str) -> list[dict]:
+        _, answer = self.api.request(
+            "GET", "/api/v1/namespaces/default/events?fieldSelector=" +
+            f"involvedObject.name={name},reason={reason}")
+        return answer["items"]
+
+    def kubectl(self, *args: str, **kwargs: Any) -> str:
+        return self.api.kubectl(*args, **kwargs).stdout
+
+    def apply(self, doc: dict) -> None:
+        assert schema_errors(doc) == [], "the test's own fleet must be schema-valid"
+        self.kubectl("apply", "--validate=false", "-f", "-", input=json.dumps(doc))
+
+    def patch_fleet(self, name: str, patch: dict) -> None:
+        self.kubectl("patch", "sf", name, "--type=merge", "-p", json.dumps(patch))
+
+
+@pytest.fixture()
+def cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
+    """The CRD registered and the operator running; the operator is stopped (and its log shown)."""
+    kube_api.apply_file(CRD_PATH)
+    log_path = tmp_path / "operator.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "fleet_operator", "--standalone", "-A"],
+                                env=kube_api.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield Cluster(kube_api)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+            print(log_path.read_text()[-5000:])  # shown by pytest when the test failed
+    assert proc.returncode in (0, -15), f"the operator exited with {proc.returncode}"
+
+
+def minimal() -> dict:
+    return load_yaml(EXAMPLES / "minimal.yaml")
+
+
+def test_examples_create_deployment_service_and_pdb(cluster):
+    cluster.kubectl("apply", "--validate=false", "-f", str(EXAMPLES))
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        doc = load_yaml(path)
+        name = doc["metadata"]["name"]
+        dep = wait_for(lambda: cluster.deployment(name), f"the Deployment of {path.name}")
+        fleet = cluster.fleet(name)
+        [owner] = dep["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == \
+            ("ScoringFleet", name, fleet["metadata"]["uid"])
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        assert c["image"] == doc["spec"]["image"]
+        assert c["args"][c["args"].index("--model-path") + 1] == doc["spec"]["model"]["source"]
+        assert c["readinessProbe"]["httpGet"]["path"] == "/health_generate"
+        gpus = doc["spec"].get("resources", {}).get("gpus", 1)
+        assert c["resources"]["limits"].get("nvidia.com/gpu") == (str(gpus) if gpus else None)
+        svc = wait_for(lambda: cluster.get("v1", "Service", name), f"the Service of {name}")
+        assert svc["spec"]["ports"][0]["name"] == "http"
+        pdb = wait_for(lambda: cluster.get("policy/v1", "PodDisruptionBudget", name), "the PDB")
+        assert pdb["spec"]["selector"]["matchLabels"] == {"scoring.fleet.dev/fleet": name}
+    full = wait_for(lambda: (cluster.fleet("qwen-scorer-full") or {}).get("status", {})
+                    .get("readyReplicas") == 2 and cluster.fleet("qwen-scorer-full"),
+                    "the full fleet's status to show 2 ready replicas")
+    status = full["status"]
+    assert status["selector"] == "scoring.fleet.dev/fleet=qwen-scorer-full"
+    assert status["observedGeneration"] == full["metadata"]["generation"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == \
+        {"SpecValid": "True", "Ready": "True"}
+
+
+def test_kubectl_get_shows_the_printer_columns_with_real_values(cluster):
+    cluster.apply(minimal())
+    wait_for(lambda: (cluster.fleet() or {}).get("status", {}).get("readyReplicas") == 1,
+             "status.readyReplicas")
+    header, row = cluster.kubectl("get", "sf").splitlines()[:2]
+    assert header.split() == ["NAME", "REPLICAS", "READY", "DESIRED", "RUNNING", "WAITING",
+                              "REASON", "AGE"]
+    assert row.split()[:3] == [FLEET, "1", "1"]
+
+
+def test_spec_edits_roll_out_to_the_deployment(cluster):
+    cluster.apply(minimal())
+    wait_for(cluster.deployment, "the Deployment")
+    cluster.patch_fleet(FLEET, {"spec": {"image": "registry.example/scorer:2", "replicas": 2,
+                                         "server": {"maxRunningRequests": 64}}})
+
+    def rolled_out():
+        c = cluster.container()
+        return (c["image"] == "registry.example/scorer:2"
+                and c["args"][c["args"].index("--max-running-requests") + 1] == "64"
+                and cluster.deployment()["spec"]["replicas"] == 2)
+
+    wait_for(rolled_out, "image, flag and replicas on the Deployment")
+    fleet = wait_for(lambda: (f := cluster.fleet())["status"].get("observedGeneration") ==
+                     f["metadata"]["generation"] and f, "observedGeneration to catch up")
+    assert fleet["metadata"]["generation"] >= 2
+
+
+def test_kubectl_scale_reaches_the_deployment(cluster):
+    cluster.apply(minimal())
+    wait_for(cluster.deployment, "the Deployment")
+    cluster.kubectl("scale", f"sf/{FLEET}", "--replicas=3")
+    wait_for(lambda: cluster.deployment()["spec"]["replicas"] == 3, "Deployment replicas 3")
+    # The emulator's Deployment controller reports 3 ready; the fleet's status follows.
+    wait_for(lambda: (cluster.fleet()["status"].get("replicas"),
+                      cluster.fleet()["status"].get("readyReplicas")) == (3, 3),
+             "status replicas/readyReplicas 3/3")
+    assert cluster.kubectl("get", f"sf/{FLEET}", "-o", "jsonpath={.spec.replicas}") == "3"
+
+
+def test_hand_edits_of_managed_deployment_fields_are_reverted(cluster):
+    cluster.apply(minimal())
+    wait_for(cluster.deployment, "the Deployment")
+    cluster.kubectl("set", "image", f"deployment/{FLEET}", "server=evil.example/miner:1")
+    cluster.kubectl("scale", f"deployment/{FLEET}", "--replicas=5")
+    wait_for(lambda: cluster.container()["image"] == IMAGE and
+             cluster.deployment()["spec"]["replicas"] == 1,
+             "the image and replicas to be reverted")
+    assert any("Deployment patched" in e["message"] for e in cluster.events(FLEET, "Reconciled"))
+
+
+def test_deleting_the_fleet_removes_its_children(cluster):
+    cluster.apply(minimal())
+    wait_for(lambda: cluster.get("policy/v1", "PodDisruptionBudget", FLEET), "the children")
+    cluster.kubectl("delete", f"sf/{FLEET}", "--wait=false")
+    wait_for(lambda: cluster.fleet() is None, "the fleet to go (finalizer released)")
+    wait_for(lambda: not any(cluster.get(v, k, FLEET) for v, k in [
+        ("apps/v1", "Deployment"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")]),
+        "the Deployment, Service and PDB to be garbage-collected")
+
+
+def test_invalid_fleet_is_reported_once_while_another_keeps_working(cluster):
+    bad = minimal()
+    bad["metadata"]["name"] = "no-image"
+    del bad["spec"]["image"]  # schema-valid, but a GPU fleet needs an explicit image
+    cluster.apply(bad)
+    cluster.apply(minimal())
+    spec_valid = wait_for(lambda: cluster.condition("no-image", "SpecValid"), "SpecValid")
+    assert (spec_valid["status"], spec_valid["reason"]) == ("False", "InvalidSpec")
+    assert "spec.image is required" in spec_valid["message"]
+    [event] = wait_for(lambda: cluster.events("no-image", "InvalidSpec"), "a Warning Event")
+    assert event["type"] == "Warning" and "spec.image" in event["message"]
+    assert cluster.deployment("no-image") is None
+
+    # The good fleet is served, and keeps being served, by the same operator process.
+    cluster.patch_fleet(FLEET, {"spec": {"replicas": 2}})
+    wait_for(lambda: (cluster.deployment() or {}).get("spec", {}).get("replicas") == 2,
+             "the valid fleet to scale")
+    # No hot retry loop: by now the invalid fleet has still one Event, not one per retry.
+    assert len(cluster.events("no-image", "InvalidSpec")) == 1
+
+    cluster.patch_fleet("no-image", {"spec": {"image": IMAGE}})
+    wait_for(lambda: cluster.condition("no-image", "SpecValid").get("status") == "True",
+             "SpecValid=True after the fix")
+    wait_for(lambda: cluster.deployment("no-image"), "the fixed fleet's Deployment")
+
+
+def test_hpa_mode_owns_an_hpa_that_goes_away_in_native_mode(cluster):
+    doc = minimal()
+    doc["spec"]["autoscaling"] = {"enabled": True, "mode": "hpa", "minReplicas": 1,
+                                  "maxReplicas": 4}
+    cluster.apply(doc)
+    hpa = wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", FLEET), "HPA")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "scoring.fleet.dev/v1alpha1",
+                                             "kind": "ScoringFleet", "name": FLEET}
+    assert hpa["metadata"]["ownerReferences"][0]["name"] == FLEET
+    cluster.patch_fleet(FLEET, {"spec": {"autoscaling": {"mode": "native"}}})
+    wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", FLEET) is None,
+             "the HPA to be deleted")
