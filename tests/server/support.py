@@ -101,3 +101,35 @@ def live_server(config: ServerConfig, engine: Engine):
 
 def run_async(coro):
     return asyncio.run(coro)
+
+
+@dataclass
+class SlowRunner(FakeRunner):
+    """A FakeRunner whose every forward takes `delay_s` of wall time (a stand-in for a real model
+    under load), so that requests pile up in waiting while a batch runs."""
+
+    delay_s: float = 0.02
+
+    def run(self, sequences) -> RunResult:
+        time.sleep(self.delay_s)
+        return super().run(sequences)
+
+
+@contextlib.contextmanager
+def serving(runner, **settings):
+    """An Engine over `runner` behind a live uvicorn server on a free 127.0.0.1 port.
+    Yields (base_url, engine); `settings` are ServerConfig fields."""
+    config = ServerConfig(port=free_port(), **settings)
+    engine = Engine(config, runner)
+    with live_server(config, engine) as url:
+        yield url, engine
+
+
+def wait_until(predicate, timeout_s: float = 5.0, interval_s: float = 0.01) -> None:
+    """Poll `predicate` (bounded); AssertionError if it never holds within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"condition not reached within {timeout_s} s")
