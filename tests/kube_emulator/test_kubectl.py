@@ -4,35 +4,12 @@ import json
 import pytest
 import yaml
 
-CRD = {
-    'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition',
-    'metadata': {'name': 'widgets.example.dev'},
-    'spec': {
-        'group': 'example.dev', 'scope': 'Namespaced',
-        'names': {'kind': 'Widget', 'plural': 'widgets', 'singular': 'widget', 'shortNames': ['wg']},
-        'versions': [{
-            'name': 'v1', 'served': True, 'storage': True,
-            'schema': {'openAPIV3Schema': {'type': 'object', 'x-kubernetes-preserve-unknown-fields': True}},
-            'subresources': {'status': {}, 'scale': {
-                'specReplicasPath': '.spec.size', 'statusReplicasPath': '.status.size',
-                'labelSelectorPath': '.status.selector'}},
-            'additionalPrinterColumns': [
-                {'name': 'Size', 'type': 'integer', 'jsonPath': '.spec.size'},
-                {'name': 'Ready', 'type': 'string', 'jsonPath': '.status.conditions[?(@.type=="Ready")].status'},
-            ],
-        }],
-    },
-}
-
-
-def _widget(name: str, size: int = 1, labels: dict[str, str] | None = None) -> str:
-    return yaml.safe_dump({'apiVersion': 'example.dev/v1', 'kind': 'Widget',
-                           'metadata': {'name': name, 'labels': labels or {}}, 'spec': {'size': size}})
+from tests.kube_emulator.samples import WIDGET_CRD, widget_yaml
 
 
 @pytest.fixture()
 def widgets(kube_api):
-    kube_api.kubectl('apply', '--validate=false', '-f', '-', input=yaml.safe_dump(CRD))
+    kube_api.kubectl('apply', '--validate=false', '-f', '-', input=yaml.safe_dump(WIDGET_CRD))
     kube_api.kubectl('wait', '--for=condition=Established', '--timeout=10s', 'crd/widgets.example.dev')
     return kube_api
 
@@ -44,28 +21,28 @@ def test_created_crd_is_established_and_accepted(widgets):
 
 
 def test_apply_get_by_short_name_and_label(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a', labels={'team': 'red'}))
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('b', labels={'team': 'blue'}))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a', labels={'team': 'red'}))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('b', labels={'team': 'blue'}))
     found = json.loads(widgets.kubectl('get', 'wg', '-l', 'team=red', '-o', 'json').stdout)
     assert [item['metadata']['name'] for item in found['items']] == ['a']
 
 
 def test_reapply_changes_spec_and_generation(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a', size=1))
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a', size=4))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a', size=1))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a', size=4))
     widget = json.loads(widgets.kubectl('get', 'widget/a', '-o', 'json').stdout)
     assert (widget['spec']['size'], widget['metadata']['generation']) == (4, 2)
 
 
 def test_server_side_apply_creates_then_updates(widgets):
-    widgets.kubectl('apply', '--server-side', '--validate=false', '-f', '-', input=_widget('a', size=2))
-    widgets.kubectl('apply', '--server-side', '--validate=false', '-f', '-', input=_widget('a', size=3))
+    widgets.kubectl('apply', '--server-side', '--validate=false', '-f', '-', input=widget_yaml('a', size=2))
+    widgets.kubectl('apply', '--server-side', '--validate=false', '-f', '-', input=widget_yaml('a', size=3))
     widget = json.loads(widgets.kubectl('get', 'widgets.example.dev', 'a', '-o', 'json').stdout)
     assert widget['spec']['size'] == 3
 
 
 def test_printer_columns_show_in_get(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a', size=3))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a', size=3))
     widgets.request('PATCH', '/apis/example.dev/v1/namespaces/default/widgets/a/status',
                     {'status': {'conditions': [{'type': 'Ready', 'status': 'True'}]}},
                     content_type='application/merge-patch+json')
@@ -74,7 +51,7 @@ def test_printer_columns_show_in_get(widgets):
 
 
 def test_scale_goes_through_the_crd_scale_paths(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a', size=1))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a', size=1))
     widgets.kubectl('scale', 'wg/a', '--replicas=5')
     widget = json.loads(widgets.kubectl('get', 'wg/a', '-o', 'json').stdout)
     status, scale = widgets.request('GET', '/apis/example.dev/v1/namespaces/default/widgets/a/scale')
@@ -83,7 +60,7 @@ def test_scale_goes_through_the_crd_scale_paths(widgets):
 
 
 def test_wait_for_a_condition_written_later(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a'))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a'))
     widgets.request('PATCH', '/apis/example.dev/v1/namespaces/default/widgets/a/status',
                     {'status': {'conditions': [{'type': 'Ready', 'status': 'True'}]}},
                     content_type='application/merge-patch+json')
@@ -92,14 +69,14 @@ def test_wait_for_a_condition_written_later(widgets):
 
 
 def test_describe_and_delete(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a'))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a'))
     assert 'Name:' in widgets.kubectl('describe', 'wg/a').stdout
     widgets.kubectl('delete', 'wg/a', '--wait=true', '--timeout=10s')
     assert widgets.kubectl('get', 'wg', '-o', 'json').stdout.count('"name"') == 0
 
 
 def test_deleting_the_crd_unregisters_the_resource(widgets):
-    widgets.kubectl('apply', '--validate=false', '-f', '-', input=_widget('a'))
+    widgets.kubectl('apply', '--validate=false', '-f', '-', input=widget_yaml('a'))
     widgets.kubectl('delete', 'crd', 'widgets.example.dev')
     status, _ = widgets.request('GET', '/apis/example.dev/v1/namespaces/default/widgets')
     assert status == 404
