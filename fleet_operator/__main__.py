@@ -12,6 +12,7 @@ import kopf
 from kopf import cli
 
 from fleet_operator import handlers
+from fleet_operator.reconcile import OperatorConfig
 
 ANNOTATION_PREFIX = "scoring.fleet.dev"
 
@@ -29,14 +30,15 @@ def make_settings() -> kopf.OperatorSettings:
     return settings
 
 
-def make_registry() -> kopf.OperatorRegistry:
+def make_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    handlers.register(registry)
+    handlers.register(registry, config)
     return registry
 
 
 def main(argv: list[str] | None = None) -> None:
-    controls = cli.CLIControls(registry=make_registry(), settings=make_settings())
+    registry = make_registry(OperatorConfig.from_env())
+    controls = cli.CLIControls(registry=registry, settings=make_settings())
     cli.main(args=["run", *(sys.argv[1:] if argv is None else argv)], obj=controls,
              prog_name="python -m fleet_operator")
 

@@ -8,6 +8,7 @@ Handlers turn kube.ApiError into kopf's retry vocabulary: TemporaryError with ex
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -27,17 +28,15 @@ from fleet_operator.reconcile import (
 
 FLEETS = (API_GROUP, "v1alpha1", "scoringfleets")
 DEPLOYMENTS = ("apps", "v1", "deployments")
-# Services, PDBs and HPAs are not watched: this timer re-applies every child now and then.
-RESYNC_INTERVAL_S = 30.0
 
 
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
-def start(memo: kopf.Memo, **_: Any) -> None:
+def start(memo: kopf.Memo, config: OperatorConfig, **_: Any) -> None:
     memo.api = kube.connect()
-    memo.config = OperatorConfig.from_env()
+    memo.config = config
     memo.locks = FleetLocks()
 
 
@@ -67,14 +66,15 @@ def child_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         logger.warning("Reconcile after a Deployment event failed: %s", e)
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     kopf.on.login(registry=registry)(login)
-    kopf.on.startup(registry=registry)(start)
+    kopf.on.startup(registry=registry, id="start")(functools.partial(start, config=config))
     kopf.on.cleanup(registry=registry)(stop)
     for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
         on(*FLEETS, registry=registry, id="reconcile")(reconcile)
-    kopf.timer(*FLEETS, registry=registry, id="resync", interval=RESYNC_INTERVAL_S,
-               initial_delay=RESYNC_INTERVAL_S)(reconcile)
+    # Services, PDBs and HPAs are not watched: the timer re-applies every child now and then.
+    kopf.timer(*FLEETS, registry=registry, id="resync", interval=config.resync_interval_s,
+               initial_delay=config.resync_interval_s)(reconcile)
     kopf.on.event(*DEPLOYMENTS, registry=registry,
                   labels={FLEET_LABEL: kopf.PRESENT})(child_changed)
 

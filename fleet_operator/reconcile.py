@@ -24,6 +24,7 @@ from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import fleet_status, status_patch
 
 DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
+RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
 MAX_BACKOFF_S = 60.0
 
 
@@ -32,10 +33,19 @@ class OperatorConfig:
     """Operator-wide settings, read once at start-up."""
 
     default_image: str | None = None  # the operator's own image: used by CPU fleets without spec.image
+    # Services, PDBs and HPAs are not watched: every fleet is re-applied this often (drift, misses).
+    resync_interval_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.resync_interval_s > 0:
+            raise ValueError(f"resync_interval_s must be > 0, got {self.resync_interval_s}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
-        return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None)
+        """SCORING_FLEET_DEFAULT_IMAGE, SCORING_FLEET_RESYNC_INTERVAL_S (both optional)."""
+        interval = environ.get(RESYNC_INTERVAL_ENV)
+        return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,
+                   resync_interval_s=float(interval) if interval else cls.resync_interval_s)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from fleet_operator.reconcile import OperatorConfig, backoff_s, owner_fleet
 
 
 def test_each_registry_is_fresh_and_independent():
-    first, second = make_registry(), make_registry()
+    first, second = make_registry(OperatorConfig()), make_registry(OperatorConfig())
     assert first is not second
     # NOTE: kopf has no public listing of a registry's handlers; these sub-registries are kopf
     # 1.4x's (pinned through the lock of the test environment).
@@ -74,6 +74,17 @@ def test_owner_fleet(refs, owner):
                          ids=["unset", "empty", "set"])
 def test_operator_config_from_env(environ, image):
     assert OperatorConfig.from_env(environ).default_image == image
+
+
+@pytest.mark.parametrize("environ,interval", [
+    ({}, 30.0), ({"SCORING_FLEET_RESYNC_INTERVAL_S": "0.5"}, 0.5)], ids=["default", "set"])
+def test_resync_interval_from_env(environ, interval):
+    assert OperatorConfig.from_env(environ).resync_interval_s == interval
+
+
+def test_resync_interval_must_be_positive():
+    with pytest.raises(ValueError):
+        OperatorConfig(resync_interval_s=0)
 
 
 @pytest.mark.parametrize("args,path", [

@@ -19,6 +19,7 @@ from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_er
 
 EXAMPLES = ROOT / "examples"
 WAIT_S = 10.0
+RESYNC_S = 1.0
 FLEET = "qwen-scorer"  # examples/minimal.yaml
 IMAGE = "ghcr.io/scoring-fleet/scoring-fleet:0.1.0"
 
@@ -81,8 +82,10 @@ def cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
     kube_api.apply_file(CRD_PATH)
     log_path = tmp_path / "operator.log"
     with open(log_path, "w") as log:
+        # A short resync so that drift on unwatched children (Service, PDB) shows within the wait.
+        env = dict(kube_api.env, SCORING_FLEET_RESYNC_INTERVAL_S=str(RESYNC_S))
         proc = subprocess.Popen([sys.executable, "-m", "fleet_operator", "--standalone", "-A"],
-                                env=kube_api.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
             yield Cluster(kube_api)
         finally:
@@ -179,6 +182,23 @@ def test_hand_edits_of_managed_deployment_fields_are_reverted(cluster):
              cluster.deployment()["spec"]["replicas"] == 1,
              "the image and replicas to be reverted")
     assert any("Deployment patched" in e["message"] for e in cluster.events(FLEET, "Reconciled"))
+
+
+def test_a_deleted_deployment_is_recreated(cluster):
+    cluster.apply(minimal())
+    uid = wait_for(cluster.deployment, "the Deployment")["metadata"]["uid"]
+    cluster.kubectl("delete", f"deployment/{FLEET}")
+    wait_for(lambda: (cluster.deployment() or {}).get("metadata", {}).get("uid") not in (None, uid),
+             "a new Deployment")
+
+
+def test_drift_on_the_unwatched_service_is_reverted_by_the_resync_timer(cluster):
+    cluster.apply(minimal())
+    wait_for(lambda: cluster.get("v1", "Service", FLEET), "the Service")
+    cluster.kubectl("patch", f"service/{FLEET}", "--type=merge", "-p",
+                    json.dumps({"spec": {"selector": {"scoring.fleet.dev/fleet": "someone-else"}}}))
+    wait_for(lambda: cluster.get("v1", "Service", FLEET)["spec"]["selector"] ==
+             {"scoring.fleet.dev/fleet": FLEET}, "the Service selector to be reverted")
 
 
 def test_deleting_the_fleet_removes_its_children(cluster):
