@@ -158,6 +158,20 @@ def _cell(obj: dict[str, Any], column: dict[str, Any], now: datetime.datetime) -
     return value
 
 
+# A few built-in kinds get printer columns too (real servers print more, and differently: "2/2").
+BUILTIN_COLUMNS: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {
+    ('', 'pods'): (
+        {'name': 'Status', 'type': 'string', 'jsonPath': '.status.phase'},
+        {'name': 'IP', 'type': 'string', 'jsonPath': '.status.podIP'},
+        {'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'},
+    ),
+    ('apps', 'deployments'): (
+        {'name': 'Replicas', 'type': 'integer', 'jsonPath': '.spec.replicas'},
+        {'name': 'Ready', 'type': 'integer', 'jsonPath': '.status.readyReplicas'},
+        {'name': 'Available', 'type': 'integer', 'jsonPath': '.status.availableReplicas'},
+        {'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'},
+    ),
+}
 _NAME = {'name': 'Name', 'type': 'string', 'format': 'name', 'description': 'Name', 'priority': 0}
 _AGE = {'name': 'Age', 'type': 'date', 'jsonPath': '.metadata.creationTimestamp'}
 

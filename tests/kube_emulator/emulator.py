@@ -141,9 +141,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
         """obj as this version of the resource, or as a one-row Table if the request asks for Tables."""
         obj = dict(obj, apiVersion=f'{res.group}/{res.version}' if res.group else res.version, kind=info.kind)
         if request is not None and _wants_table(request):
-            custom = self._custom.get((res.group, res.version, res.plural))
-            columns = custom.columns if custom else ()
-            return discovery.table([obj], columns, obj['metadata']['resourceVersion'], self.clock())
+            return discovery.table([obj], self._columns(res), obj['metadata']['resourceVersion'], self.clock())
         return obj
 
     def _view(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo,
@@ -168,8 +166,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
                  for obj in self.store.objects((res.group, res.plural), ns) if matches(obj)]
         rv = str(self.store.resource_version)
         if _wants_table(request):
-            custom = self._custom.get((res.group, res.version, res.plural))
-            return discovery.table(items, custom.columns if custom else (), rv, self.clock())
+            return discovery.table(items, self._columns(res), rv, self.clock())
         api_version = f'{res.group}/{res.version}' if res.group else res.version
         return {'kind': f'{info.kind}List', 'apiVersion': api_version, 'metadata': {'resourceVersion': rv},
                 'items': items}
@@ -193,6 +190,10 @@ class KubeEmulator(kmock.KubernetesScaffold):
         timeout_s = float(params['timeoutSeconds']) if params.get('timeoutSeconds') else None
         return await watch.stream(raw, self.store, query, lambda obj: self._present(request, res, info, obj),
                                   initial, position, end_bookmark, timeout_s, lambda: self._closing)
+
+    def _columns(self, res: kmock.resource) -> tuple[dict[str, Any], ...]:
+        custom = self._custom.get((res.group, res.version, res.plural))
+        return custom.columns if custom else discovery.BUILTIN_COLUMNS.get((res.group, res.plural), ())
 
     def _scale_paths(self, res: kmock.resource) -> ScalePaths:
         custom = self._custom.get((res.group, res.version, res.plural))

@@ -86,3 +86,9 @@ def test_create_namespace_from_file_and_get_it(kube_api):
     kube_api.kubectl('create', '--validate=false', '-f', '-', input=yaml.safe_dump(
         {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'team'}}))
     assert 'namespace/team' in kube_api.kubectl('get', 'ns', '-o', 'name').stdout.split()
+
+
+def test_get_pods_shows_phase_and_ip(kube_api):
+    kube_api.add_pod('default', 'p0', {'app': 'x'}, '127.0.0.7', 8000)
+    header, row = kube_api.kubectl('get', 'pods').stdout.splitlines()
+    assert header.split()[:3] == ['NAME', 'STATUS', 'IP'] and row.split()[:3] == ['p0', 'Running', '127.0.0.7']
