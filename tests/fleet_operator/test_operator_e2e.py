@@ -21,7 +21,7 @@ EXAMPLES = ROOT / "examples"
 WAIT_S = 10.0
 RESYNC_S = 1.0
 FLEET = "qwen-scorer"  # examples/minimal.yaml
-IMAGE = "ghcr.io/scoring-fleet/scoring-fleet:0.1.0"
+IMAGE = "scoring-fleet:0.1.0"
 
 
 def wait_for(probe: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
