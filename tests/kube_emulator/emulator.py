@@ -112,6 +112,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
             return await self._watch(request, raw, res, info, ns)
         if method == 'GET' and name is None:
             return _json(self._list(request, res, info, ns))
+        if method == 'POST' and name is None and info.namespaced and ns is None:
+            raise ApiError(405, 'MethodNotAllowed', f'{res.plural} are created in a namespace: POST to its path')
         if method == 'POST' and name is None:
             return _json(self._present(request, res, info, self._create(key, ns, request.data,
                                                                          dry_run='dryRun' in request.params)), 201)
@@ -127,11 +129,13 @@ class KubeEmulator(kmock.KubernetesScaffold):
             raise objects.not_found(_qualified(res), name)
         if method == 'GET':
             return _json(self._view(request, res, info, old))
+        if method == 'DELETE' and 'dryRun' in request.params:
+            return _json(self._present(request, res, info, old))
         if method == 'DELETE':
             return _json(self._present(request, res, info, self._delete_named(request, res, key, old)))
         if method not in ('PUT', 'PATCH'):
             raise ApiError(405, 'MethodNotAllowed', f'{method} is not supported')
-        stored = self._write(request, res, info, key, old)
+        stored = self._write(request, res, info, key, old, dry_run='dryRun' in request.params)
         return _json(self._view(request, res, info, stored))
 
     # --- reads ---
@@ -226,7 +230,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
         return stored
 
     def _write(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo, key: GroupPlural,
-               old: dict[str, Any]) -> dict[str, Any]:
+               old: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         """PUT or PATCH of the object, its /status or its /scale."""
         sub = request.subresource
         view = objects.to_scale(old, self._scale_paths(res)) if sub == 'scale' else old
@@ -245,11 +249,14 @@ class KubeEmulator(kmock.KubernetesScaffold):
             new = objects.with_status_of(written, old)
         else:
             new = written
-        return self._update(key, old, new)
+        return self._update(key, old, new, dry_run)
 
-    def _update(self, key: GroupPlural, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-        merged = objects.carry_over(old, new)
+    def _update(self, key: GroupPlural, old: dict[str, Any], new: dict[str, Any],
+                dry_run: bool = False) -> dict[str, Any]:
+        merged = objects.carry_over(old, new, has_status='status' in self._info(key).subresources)
         self._validate(key, merged)
+        if dry_run:
+            return merged
         if merged == old:
             return old  # a no-op write: no new resourceVersion, no event (as the API server does)
         if merged['metadata'].get('deletionTimestamp') and not merged['metadata'].get('finalizers'):

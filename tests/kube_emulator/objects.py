@@ -52,9 +52,11 @@ def random_suffix(length: int = 5) -> str:
     return ''.join(secrets.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(length))
 
 
-def spec_part(obj: dict[str, Any]) -> dict[str, Any]:
-    """Everything whose change bumps metadata.generation: all but metadata, status, apiVersion, kind."""
-    return {key: value for key, value in obj.items() if key not in _NOT_SPEC}
+def spec_part(obj: dict[str, Any], status_is_spec: bool = False) -> dict[str, Any]:
+    """Everything whose change bumps metadata.generation: all but metadata, apiVersion, kind, and status
+    (status too counts for kinds without a status subresource, as in Kubernetes)."""
+    ignored = ('metadata', 'apiVersion', 'kind') if status_is_spec else _NOT_SPEC
+    return {key: value for key, value in obj.items() if key not in ignored}
 
 
 def stamp_new(body: dict[str, Any], namespace: str | None, has_status: bool, now: datetime.datetime) -> dict[str, Any]:
@@ -81,8 +83,11 @@ def stamp_new(body: dict[str, Any], namespace: str | None, has_status: bool, now
     return obj
 
 
-def carry_over(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """An updated object: identity metadata kept from old; generation +1 only if the spec changed."""
+def carry_over(old: dict[str, Any], new: dict[str, Any], has_status: bool = True) -> dict[str, Any]:
+    """An updated object: identity metadata kept from old; generation +1 only if the spec changed.
+
+    has_status: the kind has a status subresource (then status changes do not bump generation).
+    """
     obj = copy.deepcopy(new)
     meta = obj.setdefault('metadata', {})
     for key in _IMMUTABLE_META:
@@ -90,7 +95,8 @@ def carry_over(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if key in old['metadata']:
             meta[key] = old['metadata'][key]
     generation = old['metadata'].get('generation', 1)
-    meta['generation'] = generation + (1 if spec_part(old) != spec_part(obj) else 0)
+    changed = spec_part(old, not has_status) != spec_part(obj, not has_status)
+    meta['generation'] = generation + (1 if changed else 0)
     meta['resourceVersion'] = old['metadata']['resourceVersion']
     for key in ('apiVersion', 'kind'):
         if key in old:

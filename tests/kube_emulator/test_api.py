@@ -232,3 +232,13 @@ def test_watch_with_selector_turns_mismatching_changes_into_deleted(kube_api, co
     events = kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'default', label_selector='on=yes',
                                              resource_version=since, timeout_seconds=1)
     assert [e['type'] for e in events] == ['DELETED', 'ADDED']
+
+
+def test_server_dry_run_writes_nothing(kube_api, core):
+    core.create_namespaced_config_map('default', _configmap('a'), dry_run='All')
+    core.create_namespaced_config_map('default', _configmap('b'))
+    patched = core.patch_namespaced_config_map('b', 'default', {'data': {'k': 'dry'}}, dry_run='All')
+    core.delete_namespaced_config_map('b', 'default', dry_run='All')
+    names = [o.metadata.name for o in core.list_namespaced_config_map('default').items]
+    assert patched.data == {'k': 'dry'} and names == ['b']
+    assert core.read_namespaced_config_map('b', 'default').data == {'k': 'v'}

@@ -149,3 +149,10 @@ def test_scale_view_of_a_custom_resource():
     assert (scale['spec'], scale['status'], scale['metadata']['resourceVersion']) == (
         {'replicas': 2}, {'replicas': 1, 'selector': 'app=w'}, '5')
     assert objects.from_scale(obj, {'spec': {'replicas': 4}}, paths)['spec']['size'] == 4
+
+
+@pytest.mark.parametrize('has_status, expected', [(True, 3), (False, 4)], ids=['status-subresource', 'no-subresource'])
+def test_status_changes_bump_generation_only_without_a_status_subresource(has_status, expected):
+    old = {'metadata': {'name': 'a', 'generation': 3, 'resourceVersion': '9'}, 'spec': {}, 'status': {'x': 1}}
+    updated = objects.carry_over(old, dict(old, status={'x': 2}), has_status=has_status)
+    assert updated['metadata']['generation'] == expected
