@@ -153,3 +153,32 @@ def test_uninstall_removes_the_operator_but_keeps_the_crd(helm, kube_api, api_ge
     assert api_get("/apis/apps/v1/namespaces/default/deployments/sf-scoring-fleet") is None
     assert api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                    "scoringfleets.scoring.fleet.dev")
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ({}, "scoring-fleet:0.1.0"),
+        ({"repository": "registry.example/sf", "tag": "1.2.3"}, "registry.example/sf:1.2.3"),
+        ({"digest": "sha256:" + "a" * 64}, "scoring-fleet@sha256:" + "a" * 64),
+    ],
+    ids=["app-version", "tag", "digest-wins"],
+)
+def test_operator_image_reference(render, image, expected):
+    (deployment,) = by_kind(render({"image": image}), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == expected
+
+
+def test_network_policy_admits_only_the_liveness_port_to_the_operator(render):
+    objects = render({})
+    (policy,) = by_kind(objects, "NetworkPolicy")
+    (deployment,) = by_kind(objects, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]
+
+
+def test_network_policy_can_be_turned_off(render):
+    objects = render({"networkPolicy": {"enabled": False}})
+    assert by_kind(objects, "NetworkPolicy") == [] and by_kind(objects, "Deployment")

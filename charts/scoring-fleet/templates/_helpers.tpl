@@ -57,9 +57,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/* repository@digest when a digest is set, else repository:tag (the tag defaulting to appVersion). */}}
 {{- define "scoring-fleet.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
