@@ -5,6 +5,7 @@ results over the API. Every wait is bounded polling; nothing sleeps for correctn
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -76,18 +77,16 @@ class Cluster:
         self.kubectl("patch", "sf", name, "--type=merge", "-p", json.dumps(patch))
 
 
-@pytest.fixture()
-def cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
-    """The CRD registered and the operator running; the operator is stopped (and its log shown)."""
-    kube_api.apply_file(CRD_PATH)
-    log_path = tmp_path / "operator.log"
+@contextlib.contextmanager
+def running_operator(kube_api: Any, log_path: Path, *args: str) -> Iterator[subprocess.Popen]:
+    """`python -m fleet_operator --standalone <args>` against the emulator; stopped on exit."""
+    # A short resync so that drift on unwatched children (Service, PDB) shows within the wait.
+    env = dict(kube_api.env, SCORING_FLEET_RESYNC_INTERVAL_S=str(RESYNC_S))
     with open(log_path, "w") as log:
-        # A short resync so that drift on unwatched children (Service, PDB) shows within the wait.
-        env = dict(kube_api.env, SCORING_FLEET_RESYNC_INTERVAL_S=str(RESYNC_S))
-        proc = subprocess.Popen([sys.executable, "-m", "fleet_operator", "--standalone", "-A"],
+        proc = subprocess.Popen([sys.executable, "-m", "fleet_operator", "--standalone", *args],
                                 env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
-            yield Cluster(kube_api)
+            yield proc
         finally:
             proc.terminate()
             try:
@@ -96,6 +95,14 @@ def cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
                 proc.kill()
                 proc.wait(timeout=5)
             print(log_path.read_text()[-5000:])  # shown by pytest when the test failed
+
+
+@pytest.fixture()
+def cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
+    """The CRD registered and the operator running cluster-wide (-A)."""
+    kube_api.apply_file(CRD_PATH)
+    with running_operator(kube_api, tmp_path / "operator.log", "-A") as proc:
+        yield Cluster(kube_api)
     assert proc.returncode in (0, -15), f"the operator exited with {proc.returncode}"
 
 
@@ -249,3 +256,22 @@ def test_hpa_mode_owns_an_hpa_that_goes_away_in_native_mode(cluster):
     cluster.patch_fleet(FLEET, {"spec": {"autoscaling": {"mode": "native"}}})
     wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", FLEET) is None,
              "the HPA to be deleted")
+
+
+def test_namespaced_operator_serves_only_its_namespace(kube_api, tmp_path):
+    kube_api.apply_file(CRD_PATH)
+    kube_api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    cluster = Cluster(kube_api)
+    mine, other = minimal(), minimal()
+    mine["metadata"]["namespace"] = "team-a"
+    with running_operator(kube_api, tmp_path / "operator.log", "-n", "team-a"):
+        cluster.apply(other)
+        cluster.apply(mine)
+        wait_for(lambda: cluster.get("apps/v1", "Deployment", FLEET, ns="team-a"),
+                 "the Deployment in team-a")
+        # By the time team-a's fleet is Ready, one in default would have been served too.
+        wait_for(lambda: cluster.get("scoring.fleet.dev/v1alpha1", "ScoringFleet", FLEET,
+                                     ns="team-a").get("status", {}).get("readyReplicas") == 1,
+                 "team-a's fleet status")
+        assert cluster.deployment() is None
+        assert "status" not in cluster.fleet()
