@@ -5,6 +5,7 @@ loop or a subprocess) and kubectl all reach it over HTTP alike. Teardown ends wa
 server and joins the thread; API clients made with `.client()` are closed too.
 """
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import pytest
 
 from tests.kube_emulator.emulator import KubeEmulator
 
-__all__ = ['kube_api', 'KubeApi']
+__all__ = ['kube_api', 'KubeApi', 'run_kube_api']
 
 _START_TIMEOUT_S = 10.0
 _KUBECTL = Path(sys.executable).parent / 'kubectl'
@@ -181,19 +182,30 @@ class KubeApi:
         self._clients.clear()
 
 
-@pytest.fixture()
-def kube_api(tmp_path: Path) -> Iterator[KubeApi]:
-    """A fresh emulator per test, with a kubeconfig and a kubectl cache dir in tmp_path."""
+@contextlib.contextmanager
+def run_kube_api(workdir: Path) -> Iterator[KubeApi]:
+    """Serve a fresh emulator until the block ends; kubeconfig and kubectl cache go into workdir.
+
+    Several may run at once; nest them (kmock.Server patches aiohttp's resolver class-wide, so they
+    must stop in reverse order, which `with` guarantees).
+    """
     serving = _ServingThread(KubeEmulator())
     serving.start()
     try:
         url = f'http://127.0.0.1:{serving.port}'
-        cache_dir = tmp_path / 'kubecache'
-        cache_dir.mkdir()
-        api = KubeApi(serving.emulator, url, write_kubeconfig(tmp_path / 'kubeconfig', url), cache_dir)
+        cache_dir = workdir / 'kubecache'
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        api = KubeApi(serving.emulator, url, write_kubeconfig(workdir / 'kubeconfig', url), cache_dir)
         try:
             yield api
         finally:
             api.close()
     finally:
         serving.stop()
+
+
+@pytest.fixture()
+def kube_api(tmp_path: Path) -> Iterator[KubeApi]:
+    """A fresh emulator per test, with a kubeconfig and a kubectl cache dir in tmp_path."""
+    with run_kube_api(tmp_path) as api:
+        yield api
