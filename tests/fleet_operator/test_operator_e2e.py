@@ -9,32 +9,19 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
+from tests.fleet_operator.waiting import wait_for
 
 EXAMPLES = ROOT / "examples"
-WAIT_S = 10.0
 RESYNC_S = 1.0
 FLEET = "qwen-scorer"  # examples/minimal.yaml
 IMAGE = "scoring-fleet:0.1.0"
-
-
-def wait_for(probe: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    """Poll `probe` until it returns something truthy; fail with `what` after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; last: {value!r}")
-        time.sleep(0.05)
 
 
 class Cluster:

@@ -1,0 +1,73 @@
+"""kube.py against the emulator through a real kubernetes ApiClient (no operator running)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from fleet_operator import kube
+from fleet_operator.builders import build_service
+from fleet_operator.spec import parse_fleet
+from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml
+
+NOW = datetime(2026, 11, 29, 18, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture()
+def api(kube_api):
+    kube_api.apply_file(CRD_PATH)
+    return kube_api.client()
+
+
+def service():
+    return build_service(parse_fleet("qwen", "default", {"model": {"source": "m"}, "image": "i"}))
+
+
+def test_apply_creates_then_leaves_alone_then_patches_only_drift(api):
+    action, created = kube.apply(api, service())
+    assert action == "created"
+    action, same = kube.apply(api, service())
+    assert action == "unchanged"
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    changed = service()
+    changed["spec"]["ports"][0]["port"] = 31000
+    action, patched = kube.apply(api, changed)
+    assert action == "patched" and patched["spec"]["ports"][0]["port"] == 31000
+
+
+def test_get_and_delete_of_a_missing_object(api):
+    assert kube.get(api, "v1", "Service", "default", "nope") is None
+    assert kube.delete(api, "v1", "Service", "default", "nope") is False
+
+
+def test_create_of_an_existing_object_is_a_retryable_conflict(api):
+    path = kube.object_path("v1", "Service", "default")
+    kube.request(api, "POST", path, body=service())
+    with pytest.raises(kube.ApiError) as error:
+        kube.request(api, "POST", path, body=service())
+    assert error.value.status == 409 and kube.is_retryable(error.value.status)
+
+
+def test_fleet_status_and_scale_subresources(kube_api, api):
+    kube_api.apply_file(ROOT / "examples" / "minimal.yaml")
+    name = load_yaml(ROOT / "examples" / "minimal.yaml")["metadata"]["name"]
+    kube.patch_fleet_status(api, "default", name, {"desiredReplicas": 2, "selector": "a=b"})
+    kube.scale_fleet(api, "default", name, 4)
+    fleet = kube.get_fleet(api, "default", name)
+    assert fleet["spec"]["replicas"] == 4
+    assert fleet["status"]["desiredReplicas"] == 2
+
+
+def test_list_fleet_pods_selects_by_the_fleet_label(kube_api, api):
+    kube_api.add_pod("default", "a-0", {"scoring.fleet.dev/fleet": "a"}, "127.0.0.2", 30000)
+    kube_api.add_pod("default", "b-0", {"scoring.fleet.dev/fleet": "b"}, "127.0.0.3", 30000)
+    pods = kube.list_fleet_pods(api, "default", "a")
+    assert [(p["metadata"]["name"], p["status"]["podIP"]) for p in pods] == [("a-0", "127.0.0.2")]
+
+
+def test_post_event_about_a_fleet(kube_api, api):
+    kube_api.apply_file(ROOT / "examples" / "minimal.yaml")
+    fleet = kube.get_fleet(api, "default", "qwen-scorer")
+    event = kube.post_event(api, fleet, "Warning", "InvalidSpec", "bad", NOW)
+    assert event["involvedObject"]["uid"] == fleet["metadata"]["uid"]
+    assert (event["type"], event["reason"], event["message"]) == ("Warning", "InvalidSpec", "bad")
