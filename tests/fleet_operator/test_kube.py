@@ -1,8 +1,12 @@
 """kube.py against the emulator through a real kubernetes ApiClient (no operator running)."""
 from __future__ import annotations
 
+import http.server
+import socket
+import threading
 from datetime import datetime, timezone
 
+import kubernetes.client
 import pytest
 
 from fleet_operator import kube
@@ -71,3 +75,49 @@ def test_post_event_about_a_fleet(kube_api, api):
     event = kube.post_event(api, fleet, "Warning", "InvalidSpec", "bad", NOW)
     assert event["involvedObject"]["uid"] == fleet["metadata"]["uid"]
     assert (event["type"], event["reason"], event["message"]) == ("Warning", "InvalidSpec", "bad")
+
+
+class _Unavailable(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        body = b'{"kind": "Status", "reason": "ServiceUnavailable", "message": "etcd is sad"}'
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _client_for(url):
+    configuration = kubernetes.client.Configuration()
+    configuration.host = url
+    configuration.retries = False
+    return kubernetes.client.ApiClient(configuration)
+
+
+def test_a_5xx_answer_is_a_retryable_api_error():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with _client_for(f"http://127.0.0.1:{server.server_port}") as api:
+            with pytest.raises(kube.ApiError) as error:
+                kube.get(api, "v1", "Service", "default", "x")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert (error.value.status, error.value.reason) == (503, "ServiceUnavailable")
+    assert kube.is_retryable(error.value.status)
+
+
+def test_an_unreachable_api_server_is_a_retryable_api_error():
+    with socket.socket() as sock:  # a port that was free a moment ago and has no listener now
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with _client_for(f"http://127.0.0.1:{port}") as api:
+        with pytest.raises(kube.ApiError) as error:
+            kube.get(api, "v1", "Service", "default", "x")
+    assert error.value.status == 0 and kube.is_retryable(0)
