@@ -92,7 +92,7 @@ def reconcile_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
             return ReconcileResult(spec_error=str(e), actions={})
         actions = _apply_children(api, body, fleet)
         deployment = kube.get(api, "apps/v1", "Deployment", namespace, name)
-        _write_status(api, body, deployment, None, now)
+        _write_status(api, body, deployment, None, now, _desired_replicas(fleet))
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
             kube.post_event(api, body, "Normal", "Reconciled", ", ".join(changed), now)
@@ -131,14 +131,21 @@ def _reject(api: kubernetes.client.ApiClient, body: Mapping[str, Any], message: 
         kube.post_event(api, body, "Warning", "InvalidSpec", message, now)
 
 
+def _desired_replicas(fleet: FleetSpec) -> int | None:
+    """spec.replicas is the desired size unless the native autoscaler decides (and reports) it."""
+    native = fleet.autoscaling.enabled and fleet.autoscaling.mode == "native"
+    return None if native else fleet.replicas
+
+
 def _write_status(api: kubernetes.client.ApiClient, body: Mapping[str, Any],
                   deployment: Mapping[str, Any] | None, spec_error: str | None,
-                  now: datetime) -> bool:
+                  now: datetime, desired_replicas: int | None = None) -> bool:
     """Patch the status fields that changed; True if the SpecValid condition changed."""
     meta = body["metadata"]
     current = body.get("status") or {}
     new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
-                       deployment=deployment, spec_error=spec_error, now=now)
+                       deployment=deployment, spec_error=spec_error, now=now,
+                       desired_replicas=desired_replicas)
     patch = status_patch(current, new)
     if patch:
         kube.patch_fleet_status(api, meta["namespace"], meta["name"], patch)

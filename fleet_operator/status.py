@@ -53,12 +53,13 @@ def ready_condition(desired: int | None, ready: int) -> tuple[str, str, str]:
 
 def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
                  deployment: Mapping[str, Any] | None, spec_error: str | None,
-                 now: datetime) -> dict[str, Any]:
+                 now: datetime, desired_replicas: int | None = None) -> dict[str, Any]:
     """The status fields the reconciler owns, merged over `current` (the fleet's status).
 
     deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
-    message, or None when the spec is valid. Fields other writers own (desiredReplicas, lastDecision,
-    running, waiting, ...) are left as they are.
+    message, or None when the spec is valid. desired_replicas is written when given (the reconciler
+    owns it unless native autoscaling is on). Fields other writers own (lastDecision, running,
+    waiting, ...) are left as they are.
     """
     current = current or {}
     dep_spec = (deployment or {}).get("spec") or {}
@@ -81,6 +82,8 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
     }
     if generation is not None:
         status["observedGeneration"] = generation
+    if desired_replicas is not None:
+        status["desiredReplicas"] = desired_replicas
     return status
 
 

@@ -134,7 +134,8 @@ def test_kubectl_get_shows_the_printer_columns_with_real_values(cluster):
     header, row = cluster.kubectl("get", "sf").splitlines()[:2]
     assert header.split() == ["NAME", "REPLICAS", "READY", "DESIRED", "RUNNING", "WAITING",
                               "REASON", "AGE"]
-    assert row.split()[:3] == [FLEET, "1", "1"]
+    # Autoscaling off: Desired is spec.replicas (Running/Waiting come from native scrapes only).
+    assert row.split()[:4] == [FLEET, "1", "1", "1"]
 
 
 def test_spec_edits_roll_out_to_the_deployment(cluster):
@@ -161,9 +162,9 @@ def test_kubectl_scale_reaches_the_deployment(cluster):
     cluster.kubectl("scale", f"sf/{FLEET}", "--replicas=3")
     wait_for(lambda: cluster.deployment()["spec"]["replicas"] == 3, "Deployment replicas 3")
     # The emulator's Deployment controller reports 3 ready; the fleet's status follows.
-    wait_for(lambda: (cluster.fleet()["status"].get("replicas"),
-                      cluster.fleet()["status"].get("readyReplicas")) == (3, 3),
-             "status replicas/readyReplicas 3/3")
+    wait_for(lambda: [cluster.fleet()["status"].get(k)
+                      for k in ("replicas", "readyReplicas", "desiredReplicas")] == [3, 3, 3],
+             "status replicas/readyReplicas/desiredReplicas 3/3/3")
     assert cluster.kubectl("get", f"sf/{FLEET}", "-o", "jsonpath={.spec.replicas}") == "3"
 
 

@@ -76,6 +76,14 @@ def test_fleet_status_with_an_invalid_spec_keeps_reporting_the_running_deploymen
     assert status["replicas"] == 3
 
 
+@pytest.mark.parametrize("desired,expected", [(None, 5), (3, 3)], ids=["autoscaler-owns", "given"])
+def test_desired_replicas_is_written_only_when_given(desired, expected):
+    current = {"desiredReplicas": 5}
+    status = fleet_status(current, name="qwen", generation=1, deployment=None, spec_error=None,
+                          now=T0, desired_replicas=desired)
+    assert {**current, **status}["desiredReplicas"] == expected
+
+
 def test_fleet_status_leaves_fields_of_other_writers_alone():
     current = {"desiredReplicas": 5, "lastDecision": {"reason": "ScaleUp"}}
     status = fleet_status(current, name="qwen", generation=1, deployment=None, spec_error=None,
