@@ -1,0 +1,201 @@
+"""`python -m bench.compare`: in ONE run, items/s of (1) the naive one-forward-per-item loop,
+(2) the offline batched path (ModelRunner.run, no HTTP, no scheduler), (3) the server over HTTP at
+saturation (closed loop), interleaved per repeat on the same requests, medians of the repeats; the
+same (2)/(3) in the other dtype and the label-probability difference between dtypes; (4) requests/s
+of the scheduler + HTTP with a model that costs nothing; (5) the server's peak RSS under load.
+
+Only ratios measured side by side mean anything on a shared machine; absolute numbers move.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from bench import offline
+from bench.client import run_closed_loop
+from bench.server_process import RssSampler, ServerProcess, start_server
+from bench.summary import LoadPeaks, summarize
+from bench.workload import ScoreBody, Workload, make_bodies, median
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+FREE_BODY = ScoreBody((101,), ((102,),), (9230, 2838))  # the smallest valid request: 1 item
+
+
+@dataclass
+class Row:
+    """Items/s of one way of computing the scores, one value per repeat."""
+
+    name: str
+    dtype: str
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return median(self.runs)
+
+
+@dataclass
+class Report:
+    paths: dict[str, Row] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def path(self, key: str, name: str, dtype: str) -> Row:
+        return self.paths.setdefault(key, Row(name, dtype))
+
+    def ratio(self, numerator: str, denominator: str) -> float:
+        return self.paths[numerator].median / self.paths[denominator].median
+
+
+def format_report(report: Report) -> str:
+    lines = ["| # | way of computing the scores | dtype | items/s (median) | runs |",
+             "|---|---|---|---|---|"]
+    for key, path in report.paths.items():
+        runs = ", ".join(f"{run:.2f}" for run in path.runs)
+        lines.append(f"| {key} | {path.name} | {path.dtype} | {path.median:.2f} | {runs} |")
+    ratios = [("server / naive", "3", "1"), ("server / offline", "3", "2"),
+              ("offline / naive", "2", "1"), ("server / naive", "3b", "1"),
+              ("server / offline", "3b", "2b")]
+    lines.append("")
+    for label, num, den in ratios:
+        if num in report.paths and den in report.paths:
+            dtypes = f"{report.paths[num].dtype} vs {report.paths[den].dtype}"
+            lines.append(f"- {label} ({dtypes}): {report.ratio(num, den):.2f}x")
+    lines += [f"- {note}" for note in report.notes]
+    return "\n".join(lines)
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def server_items_per_s(server: ServerProcess, bodies: list[ScoreBody], concurrency: int,
+                       rss: list[float]) -> tuple[float, LoadPeaks]:
+    with RssSampler(server.pid) as sampler:
+        result = asyncio.run(run_closed_loop(server.url, bodies, concurrency, timeout_s=600))
+    rss.append(sampler.peak_mib)
+    summary = summarize(result.outcomes, result.peaks, duration_s=0, target_rate_per_s=0,
+                        item_count=len(bodies[0].items), distribution="CLOSED")
+    if summary.num_failed:
+        raise RuntimeError(f"{summary.num_failed} requests failed: {summary.failed_by_status}")
+    return summary.items_per_s, result.peaks
+
+
+def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: ServerProcess,
+                  batches: list[list[ScoreBody]], args, naive_model=None) -> list:
+    """Interleaved repeats of (naive), offline and server on the same bodies; returns the
+    offline scores of every repeat, for the dtype comparison."""
+    rss: list[float] = []
+    scores = []
+    for repeat, bodies in enumerate(batches, 1):
+        if naive_model is not None:
+            naive = offline.measure_naive(naive_model, bodies[:args.naive_requests])
+            report.path("1", "naive loop: one transformers forward per item", "float32"
+                        ).runs.append(naive.items_per_s)
+        measured = offline.measure_runner(runner, bodies)
+        report.path("2" + suffix, "offline: ModelRunner.run per request, no HTTP",
+                    dtype).runs.append(measured.items_per_s)
+        scores.append(measured.scores)
+        items_per_s, peaks = server_items_per_s(server, bodies, args.concurrency, rss)
+        report.path("3" + suffix, f"server over HTTP, closed loop, {args.concurrency} in flight",
+                    dtype).runs.append(items_per_s)
+        progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
+            f"{key} {path.runs[-1]:.2f}" for key, path in report.paths.items()
+            if key.endswith(suffix) or key == "1") + f" items/s; peak running "
+            f"{peaks.peak_running}, waiting {peaks.peak_waiting}")
+        if naive_model is not None and repeat == 1:
+            num = len(bodies[:args.naive_requests]) * len(bodies[0].items)
+            diff = offline.max_abs_diff(naive.scores, measured.scores[:num])
+            report.notes.append(f"max |offline - naive| label probability ({dtype}): {diff:.2e}")
+    report.notes.append(f"server ({dtype}) peak RSS: {max(rss):.0f} MiB sampled under load, "
+                        f"{server.peak_rss_mib():.0f} MiB VmHWM since start (includes loading)")
+    return scores
+
+
+def warm_up(runner, server: ServerProcess, body: ScoreBody, args, naive_model=None) -> None:
+    if naive_model is not None:
+        offline.naive_scores(naive_model, ScoreBody(body.query, body.items[:2],
+                                                    body.label_token_ids))
+    offline.runner_scores(runner, body)
+    asyncio.run(run_closed_loop(server.url, [body] * args.concurrency, args.concurrency, 600))
+
+
+def measure_free_server(report: Report, bodies: list[ScoreBody], args) -> None:
+    with start_server("bench.free_server", []) as server:
+        server.wait_ready(60)
+        for label, shape in ((f"{len(bodies[0].items)}-item requests as above", bodies),
+                             ("1-item, 1+1-token requests", [FREE_BODY])):
+            work = (shape * (args.free_requests // len(shape) + 1))[:args.free_requests]
+            asyncio.run(run_closed_loop(server.url, work[:50], 32, 60))  # warm up
+            result = asyncio.run(run_closed_loop(server.url, work, 32, 60))
+            elapsed = max(o.done_s for o in result.outcomes)
+            ok = sum(o.status == 200 for o in result.outcomes)
+            report.notes.append(f"scheduler only (FreeRunner, HTTP, 32 in flight), {label}: "
+                                f"{ok / elapsed:.0f} requests/s ({ok} of {len(work)} ok)")
+            progress(report.notes[-1])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--dtype", choices=list(DTYPES), default="float32", help="dtype of rows 2 and 3")
+    add("--other-dtype", choices=[*DTYPES, "none"], default="bfloat16",
+        help="dtype of rows 2b and 3b (none: skip)")
+    add("--repeats", type=int, default=3)
+    add("--requests", type=int, default=4, help="requests per measurement of rows 2 and 3")
+    add("--naive-requests", type=int, default=1, help="requests per measurement of row 1")
+    add("--concurrency", type=int, default=2, help="requests in flight against the server")
+    add("--free-requests", type=int, default=2000, help="requests against the free server")
+    add("--seed", type=int, default=0)
+    add("--model-path", default="default")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    workload = Workload()  # Q=120, I=180, N=10, labels 9230,2838: the issue's figure
+    bodies = make_bodies(workload, 1 + args.repeats * args.requests, args.seed)
+    warm, rest = bodies[0], bodies[1:]
+    batches = [rest[i * args.requests:(i + 1) * args.requests] for i in range(args.repeats)]
+    report = Report()
+    dtypes = [args.dtype] + ([args.other_dtype] if args.other_dtype not in ("none", args.dtype)
+                             else [])
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(start_server(
+            "server", ["--model-path", args.model_path, "--dtype", dtype])) for dtype in dtypes]
+        progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
+        naive_model_runner = offline.load_runner(torch.float32, args.model_path)
+        scores = {}
+        for index, (dtype, server) in enumerate(zip(dtypes, servers)):
+            runner = (naive_model_runner if DTYPES[dtype] == torch.float32
+                      else offline.with_dtype(naive_model_runner, DTYPES[dtype]))
+            naive_model = naive_model_runner.model if index == 0 else None
+            server.wait_ready()
+            progress(f"{dtype}: warming up")
+            warm_up(runner, server, warm, args, naive_model)
+            scores[dtype] = measure_dtype(report, "" if index == 0 else "b", dtype, runner,
+                                          server, batches, args, naive_model)
+        if len(scores) == 2:
+            flat = [[row for rep in scores[d] for row in rep] for d in dtypes]
+            report.notes.append(
+                f"max |{dtypes[1]} - {dtypes[0]}| label probability on the same {len(flat[0])} "
+                f"items: {offline.max_abs_diff(*flat):.2e} (full vocabulary, apply_softmax=false; "
+                f"largest {dtypes[0]} value {max(max(row) for row in flat[0]):.2e}), "
+                f"{offline.max_abs_diff(*map(offline.label_softmax, flat)):.4f} "
+                f"(softmax over the labels, apply_softmax=true)")
+    measure_free_server(report, rest, args)
+    print(f"\nQ={workload.query_tokens}, I={workload.item_tokens}, N={workload.num_items}, "
+          f"{args.repeats} repeats x {args.requests} requests ({args.naive_requests} for the "
+          f"naive loop), torch threads {torch.get_num_threads()}\n")
+    print(format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

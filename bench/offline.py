@@ -1,0 +1,86 @@
+"""In-process measurements, no HTTP and no scheduler: the naive loop a user writes first (one full
+transformers forward per query+item, logits at every position), and the project's offline batched
+path (server.model_runner.ModelRunner.run on one request's items at a time, query computed once).
+Both return the label probabilities too, so the paths can be checked against each other.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import torch
+
+from bench.workload import ScoreBody
+from server.model_runner import ModelRunner
+from server.sequence import Request, ScoringOptions
+
+Scores = list[list[float]]  # per item of every body, in order: one probability per label
+
+
+@dataclass(frozen=True)
+class Measurement:
+    items_per_s: float
+    scores: Scores
+
+
+def naive_scores(model, body: ScoreBody) -> Scores:
+    """One forward per item over query+item; the whole sequence goes through the LM head."""
+    labels = torch.tensor(body.label_token_ids)
+    scores = []
+    with torch.no_grad():
+        for item in body.items:
+            input_ids = torch.tensor([body.query + item])
+            logits = model(input_ids).logits[:, -1].float()
+            scores.append(torch.softmax(logits, dim=-1)[0, labels].tolist())
+    return scores
+
+
+def runner_scores(runner: ModelRunner, body: ScoreBody) -> Scores:
+    """One request through ModelRunner.run, as the engine would run it alone in a batch."""
+    request = Request.create(body.query, list(body.items),
+                             ScoringOptions(body.label_token_ids, apply_softmax=False))
+    result = runner.run(request.sequences)
+    runner.keep_only(())  # the request is finished: drop its query cache, as the engine does
+    return result.scores
+
+
+def measure(score_one, bodies: list[ScoreBody]) -> Measurement:
+    """items/s of score_one over all bodies (call warm_up first: the first forward is slow)."""
+    start = time.perf_counter()
+    scores = [row for body in bodies for row in score_one(body)]
+    elapsed = time.perf_counter() - start
+    return Measurement(len(scores) / elapsed, scores)
+
+
+def measure_naive(model, bodies: list[ScoreBody]) -> Measurement:
+    return measure(lambda body: naive_scores(model, body), bodies)
+
+
+def measure_runner(runner: ModelRunner, bodies: list[ScoreBody]) -> Measurement:
+    return measure(lambda body: runner_scores(runner, body), bodies)
+
+
+def load_runner(dtype: torch.dtype, model_path: str = "default") -> ModelRunner:
+    from server.model_loader import load_model
+
+    model, tokenizer = load_model(model_path, torch.device("cpu"), dtype)
+    return ModelRunner(model, tokenizer, "cpu")
+
+
+def with_dtype(runner: ModelRunner, dtype: torch.dtype) -> ModelRunner:
+    """A second runner over a copy of the same weights cast to `dtype` (saves a ~17 s GGUF load)."""
+    return ModelRunner(copy.deepcopy(runner.model).to(dtype), runner.tokenizer, runner.device)
+
+
+def label_softmax(scores: Scores) -> Scores:
+    """The apply_softmax=true view of full-vocabulary label probabilities: each row over its own
+    sum (softmax over the label logits only; exact, since the shared normalizer cancels)."""
+    return [[p / sum(row) for p in row] if sum(row) > 0 else row for row in scores]
+
+
+def max_abs_diff(a: Scores, b: Scores) -> float:
+    if len(a) != len(b):
+        raise ValueError(f"score lists differ in length: {len(a)} vs {len(b)}")
+    return max((abs(x - y) for row_a, row_b in zip(a, b) for x, y in zip(row_a, row_b)),
+               default=0.0)
