@@ -242,3 +242,17 @@ def test_server_dry_run_writes_nothing(kube_api, core):
     names = [o.metadata.name for o in core.list_namespaced_config_map('default').items]
     assert patched.data == {'k': 'dry'} and names == ['b']
     assert core.read_namespaced_config_map('b', 'default').data == {'k': 'v'}
+
+
+def test_crd_serves_every_version_from_one_storage_and_prefers_the_newest(kube_api):
+    version = {'served': True, 'schema': {'openAPIV3Schema': {'type': 'object'}}}
+    kube_api.create({'apiVersion': 'apiextensions.k8s.io/v1', 'kind': 'CustomResourceDefinition',
+                     'metadata': {'name': 'gadgets.example.dev'},
+                     'spec': {'group': 'example.dev', 'scope': 'Cluster',
+                              'names': {'kind': 'Gadget', 'plural': 'gadgets'},
+                              'versions': [dict(version, name='v1', storage=True), dict(version, name='v2')]}})
+    kube_api.create({'apiVersion': 'example.dev/v1', 'kind': 'Gadget', 'metadata': {'name': 'g'}})
+    _, through_v2 = kube_api.request('GET', '/apis/example.dev/v2/gadgets/g')
+    _, group = kube_api.request('GET', '/apis/example.dev')
+    assert through_v2['apiVersion'] == 'example.dev/v2' and 'namespace' not in through_v2['metadata']
+    assert group['preferredVersion']['version'] == 'v2'

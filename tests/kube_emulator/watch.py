@@ -64,14 +64,17 @@ async def stream(raw: aiohttp.web.BaseRequest, store: Store, query: WatchQuery, 
             await _send(response, {'type': 'ADDED', 'object': render(obj)})
         if end_bookmark:
             await _send(response, end_bookmark)
-        while not is_closing() and raw.transport is not None and not raw.transport.is_closing():
+        while True:
+            # Deliver what was written before deciding to stop: a shutdown right after a write
+            # must not swallow its event.
             while position < len(store.events):
                 seen = translate(store.events[position], query)
                 position += 1
                 if seen:
                     await _send(response, {'type': seen[0], 'object': render(seen[1])})
             remaining_s = deadline - loop.time() if deadline is not None else _POLL_S
-            if remaining_s <= 0:
+            client_gone = raw.transport is None or raw.transport.is_closing()
+            if remaining_s <= 0 or client_gone or is_closing():
                 break
             await store.wait(min(_POLL_S, remaining_s))
         await response.write_eof()
