@@ -22,6 +22,20 @@ def _configmap(name: str, labels: dict[str, str] | None = None, namespace: str =
             'metadata': {'name': name, 'namespace': namespace, 'labels': labels or {}}}
 
 
+_WATCH_BOUND_S = 5  # the server ends a watch after this, so that a missing event fails instead of hanging
+
+
+def _first(events, count: int) -> list:
+    """The first `count` events of a watch stream (then the stream is closed)."""
+    taken = []
+    for event in events:
+        taken.append(event)
+        if len(taken) == count:
+            events.close()
+            break
+    return taken
+
+
 @pytest.fixture()
 def core(kube_api):
     return kubernetes.client.CoreV1Api(kube_api.client())
@@ -204,8 +218,8 @@ def test_watch_from_resource_version_sends_only_newer_events(core):
     core.patch_namespaced_config_map('new', 'default', {'data': {'k': 'changed'}})
     core.delete_namespaced_config_map('new', 'default')
     events = kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'default',
-                                             resource_version=since, timeout_seconds=1)
-    assert [(e['type'], e['object'].metadata.name) for e in events] == [
+                                             resource_version=since, timeout_seconds=_WATCH_BOUND_S)
+    assert [(e['type'], e['object'].metadata.name) for e in _first(events, 3)] == [
         ('ADDED', 'new'), ('MODIFIED', 'new'), ('DELETED', 'new')]
 
 
@@ -213,15 +227,19 @@ def test_namespaced_watch_sees_only_its_namespace_live(core):
     core.create_namespace({'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': 'other'}})
     seen = []
 
+    since = core.list_namespaced_config_map('default').metadata.resource_version
+
     def watch():
-        for event in kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'default', timeout_seconds=1):
-            seen.append((event['type'], event['object'].metadata.name))
+        # 'elsewhere' is written first: had it leaked into this watch, it would come first.
+        events = kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'default',
+                                                 resource_version=since, timeout_seconds=_WATCH_BOUND_S)
+        seen.extend((event['type'], event['object'].metadata.name) for event in _first(events, 1))
     thread = threading.Thread(target=watch)
     thread.start()
     core.create_namespaced_config_map('other', _configmap('elsewhere', namespace='other'))
     core.create_namespaced_config_map('default', {'metadata': {'name': 'here'}, 'data': {}})  # no namespace in body
-    thread.join(5)
-    assert ('ADDED', 'here') in seen and all(name != 'elsewhere' for _, name in seen)
+    thread.join(_WATCH_BOUND_S)
+    assert seen == [('ADDED', 'here')]
 
 
 def test_watch_with_selector_turns_mismatching_changes_into_deleted(kube_api, core):
@@ -230,8 +248,8 @@ def test_watch_with_selector_turns_mismatching_changes_into_deleted(kube_api, co
     core.patch_namespaced_config_map('a', 'default', {'metadata': {'labels': {'on': 'no'}}})
     core.patch_namespaced_config_map('a', 'default', {'metadata': {'labels': {'on': 'yes'}}})
     events = kubernetes.watch.Watch().stream(core.list_namespaced_config_map, 'default', label_selector='on=yes',
-                                             resource_version=since, timeout_seconds=1)
-    assert [e['type'] for e in events] == ['DELETED', 'ADDED']
+                                             resource_version=since, timeout_seconds=_WATCH_BOUND_S)
+    assert [e['type'] for e in _first(events, 2)] == ['DELETED', 'ADDED']
 
 
 def test_server_dry_run_writes_nothing(kube_api, core):
