@@ -21,7 +21,7 @@ MIN_PYTHON = (3, 12)
 
 # Pinned: the tests rely on these exact behaviours (helm-sdkpy's result keys, checkov's check ids).
 TOOL_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "helm": ("helm-sdkpy==0.1.32", "pyyaml>=6"),
+    "helm": ("helm-sdkpy==0.1.32",),
     "checkov": ("checkov==3.3.30",),
 }
 
@@ -67,13 +67,17 @@ def find_python(minimum: tuple[int, int] = MIN_PYTHON) -> Path:
                         "(set TOOLS_PYTHON, or `pyenv install 3.12`)")
 
 
+def stamp_name(requirements: tuple[str, ...]) -> str:
+    """The marker file of a finished install; it names the pins, so changing one rebuilds the venv."""
+    return ".installed-" + "-".join(r.replace("=", "").replace(">", "") for r in requirements)
+
+
 def ensure_tool(tool: str, tools_dir: Path = TOOLS_DIR) -> Path:
     """The python of the tool's venv, creating it and installing its pinned packages on first use."""
     requirements = TOOL_REQUIREMENTS[tool]
     venv = tools_dir / f"{tool}-venv"
     python = venv / "bin" / "python"
-    # The stamp names the requirements, so changing a pin rebuilds the venv.
-    stamp = venv / (".installed-" + "-".join(r.replace("=", "").replace(">", "") for r in requirements))
+    stamp = venv / stamp_name(requirements)
     if stamp.is_file() and python.is_file():
         return python
     shutil.rmtree(venv, ignore_errors=True)

@@ -52,19 +52,6 @@ class HelmTool:
             raise HelmActionError(result["error"])
         return result["result"]
 
-    def install(self, kubeconfig: str, *, release: str, namespace: str,
-                values: dict[str, Any] | None = None, chart: Path = CHART,
-                wait: bool = False) -> dict[str, Any]:
-        """Install into the cluster of `kubeconfig`; the release dict. The namespace must exist:
-        Helm's create_namespace validates against OpenAPI, which the emulator does not serve."""
-        (result,) = self.run([{"action": "install", "release": release, "namespace": namespace,
-                               "chart": str(chart), "values": values or {},
-                               "wait": wait, "timeout_s": 60}],
-                             kubeconfig=kubeconfig)
-        if not result["ok"]:
-            raise HelmActionError(result["error"])
-        return result["result"]
-
 
 def manifest_objects(release: dict[str, Any]) -> list[dict[str, Any]]:
     """The objects of an install's manifest (exactly what `helm template` prints), hooks included."""

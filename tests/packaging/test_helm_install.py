@@ -10,13 +10,13 @@ import copy
 import pytest
 import yaml
 
-from tests.packaging.helm_tool import by_kind
+from tests.packaging.helm_tool import CHART, by_kind
 from tools import sync_crd
 
 RELEASE_NS = "scoring-system"
 
 
-def test_install_creates_the_operator_account_rbac_and_a_served_crd(render, kube_api, api_get):
+def test_install_creates_the_operator_account_rbac_and_a_served_crd(render, api_get):
     render({})
     fullname = "sf-scoring-fleet"
     deployment = api_get(f"/apis/apps/v1/namespaces/{RELEASE_NS}/deployments/{fullname}")
@@ -136,7 +136,7 @@ def test_sample_fleet_is_a_post_install_hook_with_the_chart_image(render_release
 
 def test_helm_refuses_values_outside_the_schema(helm, kube_api):
     (result,) = helm.run([{"action": "install", "release": "sf", "namespace": "default",
-                           "chart": str(sync_crd.ROOT / "charts" / "scoring-fleet"),
+                           "chart": str(CHART),
                            "values": {"operator": {"logLevel": "loud"}}}],
                          kubeconfig=str(kube_api.kubeconfig))
     assert not result["ok"]
@@ -144,7 +144,7 @@ def test_helm_refuses_values_outside_the_schema(helm, kube_api):
 
 
 def test_uninstall_removes_the_operator_but_keeps_the_crd(helm, kube_api, api_get):
-    chart = str(sync_crd.ROOT / "charts" / "scoring-fleet")
+    chart = str(CHART)
     results = helm.run([
         {"action": "install", "release": "sf", "namespace": "default", "chart": chart},
         {"action": "uninstall", "release": "sf", "namespace": "default"},
