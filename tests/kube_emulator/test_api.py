@@ -1,6 +1,7 @@
 """The emulator through the real `kubernetes` client: CRUD, errors, patches, subresources, lists, watches."""
 import json
 import threading
+import urllib.request
 
 import kubernetes
 import pytest
@@ -274,3 +275,16 @@ def test_crd_serves_every_version_from_one_storage_and_prefers_the_newest(kube_a
     _, group = kube_api.request('GET', '/apis/example.dev')
     assert through_v2['apiVersion'] == 'example.dev/v2' and 'namespace' not in through_v2['metadata']
     assert group['preferredVersion']['version'] == 'v2'
+
+
+def test_send_initial_events_ends_with_a_bookmark(kube_api, core):
+    core.create_namespaced_config_map('default', _configmap('a'))
+    query = 'watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan'
+    with urllib.request.urlopen(f'{kube_api.url}/api/v1/namespaces/default/configmaps?{query}&timeoutSeconds=5',
+                                timeout=_WATCH_BOUND_S) as stream:
+        content_type = stream.headers['Content-Type']
+        added, bookmark = json.loads(stream.readline()), json.loads(stream.readline())
+    assert content_type == 'application/json'
+    assert (added['type'], added['object']['metadata']['name']) == ('ADDED', 'a')
+    assert bookmark['type'] == 'BOOKMARK'
+    assert bookmark['object']['metadata']['annotations'] == {'k8s.io/initial-events-end': 'true'}
