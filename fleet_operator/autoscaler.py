@@ -3,201 +3,24 @@
 Follows Kubernetes HPA v2: replica_calculator.go (group pods, ratio, tolerance, missing and unready
 pods filled conservatively, direction-flip hold) and horizontal.go (stabilization windows, rate
 policies, min/max clamp). Two guards of our own run last: no scale-down while too many samples are
-missing (MetricsDegraded), no scale-up while pods are Pending (ScalingLimited). Scraping is
-scraper.py's job; writing the scale subresource, status and Events is the operator's.
+missing (MetricsDegraded), no scale-up while pods are Pending (ScalingLimited). Value types live in
+decision.py, the windows and rate policies in behavior.py, the history in history.py; scraping is
+scraper.py's job; writing the scale subresource, status and Events is autoscale.py's.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Literal, Mapping
+from datetime import datetime
 
-from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingRules
+from fleet_operator.autoscaling_spec import AutoscalingSpec
+from fleet_operator.behavior import limit, record_recommendation, record_scale_events, stabilize
+from fleet_operator.decision import Condition, Decision, PodSample, PodVerdict, RawResult
+from fleet_operator.history import History
 
 # Float noise guard: 64 load / 32 target must give 2 pods, not ceil(2.0000000001) = 3.
 EPSILON = 1e-9
 # A sample older than this many scrape intervals is stale, i.e. missing.
 STALE_AFTER_INTERVALS = 2
-
-PodStatus = Literal["sample", "missing", "pending", "unready", "ignored"]
-
-
-# ---- history: what the windows and rate policies remember, persisted in status.autoscalerHistory ----
-
-def format_time(at: datetime) -> str:
-    """RFC3339 in UTC ("2026-11-29T18:42:05Z"; fractional seconds kept when present)."""
-    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(timezone.utc)
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    at: datetime
-    replicas: int  # the raw (unstabilized) recommendation, as HPA records it
-
-
-@dataclass(frozen=True)
-class ScaleEvent:
-    at: datetime
-    change: int  # replicas added (in scale_up_events) or removed (in scale_down_events), > 0
-
-
-@dataclass(frozen=True)
-class History:
-    """Recommendations within the longest window, scale events within the longest policy period."""
-
-    recommendations: tuple[Recommendation, ...] = ()
-    scale_up_events: tuple[ScaleEvent, ...] = ()
-    scale_down_events: tuple[ScaleEvent, ...] = ()
-
-
-def history_to_status(history: History) -> dict:
-    """status.autoscalerHistory: so an operator restart does not reset the windows."""
-    return {
-        "recommendations": [{"time": format_time(r.at), "replicas": r.replicas} for r in history.recommendations],
-        "scaleUpEvents": [{"time": format_time(e.at), "change": e.change} for e in history.scale_up_events],
-        "scaleDownEvents": [{"time": format_time(e.at), "change": e.change} for e in history.scale_down_events],
-    }
-
-
-def history_from_status(status: Mapping | None) -> History:
-    """The inverse of history_to_status. Malformed entries (a hand-edited status) are dropped: a
-    lost entry only shortens a window, a crash would stop autoscaling."""
-    status = status or {}
-    return History(
-        recommendations=tuple(_entries(status.get("recommendations"), "replicas", Recommendation)),
-        scale_up_events=tuple(_entries(status.get("scaleUpEvents"), "change", ScaleEvent)),
-        scale_down_events=tuple(_entries(status.get("scaleDownEvents"), "change", ScaleEvent)),
-    )
-
-
-def _entries(items, key: str, make):
-    for item in items if isinstance(items, list) else []:
-        try:
-            yield make(parse_time(item["time"]), int(item[key]))
-        except (TypeError, KeyError, ValueError):
-            continue
-
-
-# ---- inputs and outputs ----
-
-@dataclass(frozen=True)
-class PodSample:
-    """One pod as the decision sees it. load is running + waiting sequences, or None when the
-    scrape failed or was garbage (error says why); None is never read as zero."""
-
-    name: str
-    phase: str  # Pending | Running | Succeeded | Failed | Unknown
-    ready: bool
-    deleting: bool = False  # metadata.deletionTimestamp is set
-    load: float | None = None
-    scraped_at: datetime | None = None
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class PodVerdict:
-    """How one pod entered the maths: its load, or why not, and what was assumed for it."""
-
-    name: str
-    status: PodStatus
-    load: float | None
-    why: str = ""
-    assumed: float | None = None  # the load filled in for a missing/pending pod, if any
-
-    def to_status(self) -> dict:
-        out: dict = {"name": self.name, "load": self.load if self.status == "sample" else self.status}
-        if self.why:
-            out["why"] = self.why
-        if self.assumed is not None:
-            out["assumed"] = self.assumed
-        return out
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: Literal["True", "False"]
-    reason: str
-    message: str
-
-    def to_status(self) -> dict:
-        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
-
-
-@dataclass(frozen=True)
-class RawResult:
-    """replica_calculator's answer: replicas from the ratio, and why."""
-
-    replicas: int
-    reason: str  # ScaleUp | ScaleDown | NoChange | WithinTolerance | DirectionFlip | NoMetrics
-    ratio: float | None = None
-    corrected_ratio: float | None = None
-    verdicts: tuple[PodVerdict, ...] = ()
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Every stage of one decision. desired_replicas is what to write to the scale subresource."""
-
-    time: datetime
-    current_replicas: int
-    desired_replicas: int
-    raw: int
-    stabilized: int
-    rate_limited: int
-    clamped: int
-    reason: str
-    message: str
-    pods: tuple[PodVerdict, ...]
-    ratio: float | None
-    corrected_ratio: float | None
-    total_load: float
-    target_load_per_replica: float
-    degraded: bool
-    conditions: tuple[Condition, ...]
-    history: History = field(default_factory=History)
-
-    @property
-    def is_rescale(self) -> bool:
-        return self.desired_replicas != self.current_replicas
-
-    def is_news(self, last_decision: Mapping | None) -> bool:
-        """Worth an Event: a rescale, or a reason or degraded state other than status.lastDecision's."""
-        last = last_decision or {}
-        return (self.is_rescale or last.get("reason") != self.reason
-                or last.get("metricsDegraded") != self.degraded)
-
-    def condition(self, type_: str) -> Condition:
-        return next(c for c in self.conditions if c.type == type_)
-
-    def to_status(self) -> dict:
-        """status.lastDecision: inputs and each step of the maths, JSON-ready."""
-        return {
-            "time": format_time(self.time),
-            "currentReplicas": self.current_replicas,
-            "desiredReplicas": self.desired_replicas,
-            "reason": self.reason,
-            "message": self.message,
-            "targetLoadPerReplica": self.target_load_per_replica,
-            "totalLoad": self.total_load,
-            "ratio": _round(self.ratio),
-            "correctedRatio": _round(self.corrected_ratio),
-            "raw": self.raw,
-            "stabilized": self.stabilized,
-            "rateLimited": self.rate_limited,
-            "clamped": self.clamped,
-            "metricsDegraded": self.degraded,
-            "pods": [v.to_status() for v in self.pods],
-        }
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
 
 
 # ---- 1. group pods (replica_calculator.go's groupPods) ----
@@ -285,103 +108,6 @@ def _result(replicas, current, ratio, corrected, verdicts) -> RawResult:
     return RawResult(replicas, reason, ratio, corrected, verdicts)
 
 
-# ---- 3. stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
-
-def stabilize(raw: int, current: int, recs: tuple[Recommendation, ...], spec: AutoscalingSpec,
-              now: datetime) -> tuple[int, str]:
-    """Scale up only to the lowest, down only to the highest recommendation within each window."""
-    up_cutoff = now - timedelta(seconds=spec.scale_up.stabilization_window_s)
-    down_cutoff = now - timedelta(seconds=spec.scale_down.stabilization_window_s)
-    up = min([raw] + [r.replicas for r in recs if r.at > up_cutoff])
-    down = max([raw] + [r.replicas for r in recs if r.at > down_cutoff])
-    stabilized = min(max(current, up), down)
-    if stabilized == raw:
-        return stabilized, ""
-    return stabilized, "ScaleUpStabilized" if raw >= current else "ScaleDownStabilized"
-
-
-def _record(recs: tuple[Recommendation, ...], raw: int, spec: AutoscalingSpec, now: datetime):
-    """Keep the recommendations either window can still see, plus this one."""
-    longest = max(spec.scale_up.stabilization_window_s, spec.scale_down.stabilization_window_s)
-    cutoff = now - timedelta(seconds=longest)
-    return tuple(r for r in recs if r.at > cutoff) + (Recommendation(now, raw),)
-
-
-# ---- 4. rate policies and clamp (horizontal.go's convertDesiredReplicasWithBehaviorRate) ----
-
-def _changed_within(events: tuple[ScaleEvent, ...], period_s: int, now: datetime) -> int:
-    cutoff = now - timedelta(seconds=period_s)
-    return sum(e.change for e in events if e.at > cutoff)
-
-
-def _period_start(current: int, history: History, period_s: int, now: datetime) -> int:
-    """Replicas at the start of the policy's period, undoing the scale events inside it."""
-    added = _changed_within(history.scale_up_events, period_s, now)
-    deleted = _changed_within(history.scale_down_events, period_s, now)
-    return current - added + deleted
-
-
-def scale_up_limit(current: int, history: History, rules: ScalingRules, now: datetime) -> int:
-    """The most replicas the scale-up policies allow now (calculateScaleUpLimitWithScalingRules)."""
-    if rules.select_policy == "Disabled" or not rules.policies:
-        return current
-    proposals = []
-    for policy in rules.policies:
-        start = _period_start(current, history, policy.period_s, now)
-        if policy.type == "Pods":
-            proposals.append(start + policy.value)
-        else:  # rounded up, or a small percentage of few pods would never add one
-            proposals.append(math.ceil(start * (1 + policy.value / 100)))
-    return min(proposals) if rules.select_policy == "Min" else max(proposals)
-
-
-def scale_down_limit(current: int, history: History, rules: ScalingRules, now: datetime) -> int:
-    """The fewest replicas the scale-down policies allow now (calculateScaleDownLimitWithBehaviors)."""
-    if rules.select_policy == "Disabled" or not rules.policies:
-        return current
-    proposals = []
-    for policy in rules.policies:
-        start = _period_start(current, history, policy.period_s, now)
-        if policy.type == "Pods":
-            proposals.append(start - policy.value)
-        else:  # truncated, as Go's int32() does
-            proposals.append(int(start * (1 - policy.value / 100)))
-    # "Min" selects the smallest change, which for a scale-down is the largest count
-    return max(proposals) if rules.select_policy == "Min" else min(proposals)
-
-
-def limit(desired: int, current: int, spec: AutoscalingSpec, history: History,
-          now: datetime) -> tuple[int, int, str]:
-    """(rate_limited, clamped, limiting reason or ""), with HPA's choice of reason."""
-    if desired > current:
-        up_limit = max(scale_up_limit(current, history, spec.scale_up, now), current)
-        rate_limited = min(desired, up_limit)
-        clamped = min(rate_limited, spec.max_replicas)
-        cut = "ScaleUpLimit" if up_limit < spec.max_replicas else "TooManyReplicas"
-        return rate_limited, clamped, cut if clamped != desired else ""
-    if desired < current:
-        down_limit = min(scale_down_limit(current, history, spec.scale_down, now), current)
-        rate_limited = max(desired, down_limit)
-        clamped = max(rate_limited, spec.min_replicas)
-        cut = "ScaleDownLimit" if down_limit > spec.min_replicas else "TooFewReplicas"
-        return rate_limited, clamped, cut if clamped != desired else ""
-    return desired, desired, ""
-
-
-def _record_event(history: History, current: int, desired: int, spec: AutoscalingSpec,
-                  now: datetime) -> tuple[tuple[ScaleEvent, ...], tuple[ScaleEvent, ...]]:
-    """Scale events the rate policies can still see, plus this change if any."""
-    def keep(events, rules: ScalingRules):
-        longest = max((p.period_s for p in rules.policies), default=0)
-        return tuple(e for e in events if e.at > now - timedelta(seconds=longest))
-
-    ups, downs = keep(history.scale_up_events, spec.scale_up), keep(history.scale_down_events, spec.scale_down)
-    if desired > current:
-        ups += (ScaleEvent(now, desired - current),)
-    elif desired < current:
-        downs += (ScaleEvent(now, current - desired),)
-    return ups, downs
-
 # ---- 5. our guards, conditions, and the whole decision ----
 
 def metrics_degraded(verdicts: tuple[PodVerdict, ...], max_missing_fraction: float) -> tuple[bool, str]:
@@ -465,9 +191,9 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
         desired, guard_reason = guard(clamped, current, degraded, pending)
         stages = (raw.replicas, stabilized, rate_limited, clamped, desired)
         reason = guard_reason or limit_reason or stabilize_reason or raw.reason
-        recs = _record(recs, raw.replicas, spec, now)
+        recs = record_recommendation(recs, raw.replicas, spec, now)
     desired = stages[4]
-    ups, downs = _record_event(history, current, desired, spec, now)
+    ups, downs = record_scale_events(history, current, desired, spec, now)
     total = sum((v.load for v in verdicts if v.status == "sample"), 0.0)
     return Decision(
         time=now, current_replicas=current, desired_replicas=desired,

@@ -25,6 +25,7 @@ Running pod reports total load / number of Running pods, scraped at the tick's t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
@@ -32,42 +33,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
-from fleet_operator.autoscaler import Decision, History, PodSample, decide
-from fleet_operator.autoscaling_spec import (
-    DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, AutoscalingSpec, ScalingPolicy, ScalingRules,
-)
+from fleet_operator.autoscaler import decide
+from fleet_operator.decision import Decision, PodSample
+from fleet_operator.history import History
+from fleet_operator.spec import SpecError, parse_autoscaling
+from fleet_operator.autoscaling_spec import AutoscalingSpec
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # trace time 0
 
 
-# ---- the trace's spec (camelCase, as in the CRD) ----
+# ---- the trace's spec: spec.autoscaling, camelCase as in the CRD ----
 
-def rules_from_trace(data: Mapping | None, default: ScalingRules) -> ScalingRules:
-    if not data:
-        return default
-    policies = tuple(ScalingPolicy(p["type"], int(p["value"]), int(p["periodSeconds"]))
-                     for p in data.get("policies", []))
-    return ScalingRules(
-        stabilization_window_s=int(data.get("stabilizationWindowSeconds", default.stabilization_window_s)),
-        policies=policies or default.policies,
-        select_policy=data.get("selectPolicy", default.select_policy),
-    )
-
-
-def spec_from_trace(data: Mapping) -> AutoscalingSpec:
-    """The replay's own reading of spec.autoscaling (fields absent take AutoscalingSpec's defaults)."""
-    base = AutoscalingSpec()
-    return AutoscalingSpec(
-        enabled=True,
-        min_replicas=int(data.get("minReplicas", base.min_replicas)),
-        max_replicas=int(data.get("maxReplicas", base.max_replicas)),
-        target_load_per_replica=float(data.get("targetLoadPerReplica", base.target_load_per_replica)),
-        scrape_interval_s=float(data.get("scrapeIntervalSeconds", base.scrape_interval_s)),
-        tolerance=float(data.get("tolerance", base.tolerance)),
-        max_missing_fraction=float(data.get("maxMissingFraction", base.max_missing_fraction)),
-        scale_up=rules_from_trace(data.get("scaleUp"), DEFAULT_SCALE_UP),
-        scale_down=rules_from_trace(data.get("scaleDown"), DEFAULT_SCALE_DOWN),
-    )
+def spec_from_trace(data: Mapping | None) -> AutoscalingSpec:
+    """The trace's spec.autoscaling, read exactly as the operator reads a fleet's (SpecError if
+    invalid); enabled regardless, since replaying means autoscaling."""
+    return dataclasses.replace(parse_autoscaling(data, "autoscaling"), enabled=True)
 
 
 # ---- the simulated Deployment ----
@@ -135,7 +115,7 @@ class Step:
 
 def replay(trace: Mapping) -> list[Step]:
     """Every tick through decide(), the fleet following each decision."""
-    spec = spec_from_trace(trace.get("autoscaling", {}))
+    spec = spec_from_trace(trace.get("autoscaling"))
     sim = trace.get("simulation", {})
     replicas = int(sim.get("initialReplicas", spec.min_replicas))
     fleet = Fleet(float(sim.get("startupDelaySeconds", 15)))
@@ -206,11 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the plot here (PNG)")
     args = parser.parse_args(argv)
     trace = json.loads(args.trace.read_text())
-    steps = replay(trace)
+    try:
+        steps = replay(trace)
+    except SpecError as e:
+        parser.error(f"{args.trace}: {e}")  # exits 2, as for any bad argument
     for line in changes(steps):
         print(line)
     if args.out:
-        plot(steps, args.out, spec_from_trace(trace.get("autoscaling", {})))
+        plot(steps, args.out, spec_from_trace(trace.get("autoscaling")))
         print(f"plot written to {args.out}")
     return 0
 

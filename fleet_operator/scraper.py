@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Mapping
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet_operator.autoscaler import PodSample
+from fleet_operator.decision import PodSample
 
 RUNNING_SERIES = "sglang:num_running_reqs"
 WAITING_SERIES = "sglang:num_queue_reqs"

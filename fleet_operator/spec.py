@@ -96,7 +96,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         replicas=_int(spec, "replicas", "spec", 1, minimum=0),
         resources=resources,
         server=_parse_server(_obj(spec.get("server"), "spec.server")),
-        autoscaling=_parse_autoscaling(_obj(spec.get("autoscaling"), "spec.autoscaling")),
+        autoscaling=parse_autoscaling(spec.get("autoscaling")),
         node_selector=_string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=_list_of_objects(spec.get("tolerations"), "spec.tolerations"),
         affinity=_obj(spec.get("affinity"), "spec.affinity"),
@@ -159,8 +159,13 @@ def _parse_server(srv: Mapping[str, Any]) -> ServerSpec:
     )
 
 
-def _parse_autoscaling(a: Mapping[str, Any]) -> AutoscalingSpec:
-    path = "spec.autoscaling"
+def parse_autoscaling(autoscaling: Mapping[str, Any] | None,
+                      path: str = "spec.autoscaling") -> AutoscalingSpec:
+    """spec.autoscaling (camelCase, as in the CRD) -> AutoscalingSpec with defaults, or SpecError.
+
+    Public for the replay tool, whose traces carry the same mapping; `path` prefixes error messages.
+    """
+    a = _obj(autoscaling, path)
     defaults = AutoscalingSpec()
     min_replicas = _int(a, "minReplicas", path, defaults.min_replicas, minimum=1)
     max_replicas = _int(a, "maxReplicas", path, defaults.max_replicas, minimum=1)

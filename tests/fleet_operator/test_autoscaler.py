@@ -13,8 +13,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fleet_operator.autoscaler import (
-    History, PodSample, Recommendation, ScaleEvent, decide, history_from_status, history_to_status,
+from fleet_operator.autoscaler import decide
+from fleet_operator.decision import PodSample
+from fleet_operator.history import (
+    History, Recommendation, ScaleEvent, history_from_status, history_to_status,
 )
 from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingPolicy, ScalingRules
 

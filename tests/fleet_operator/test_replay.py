@@ -5,6 +5,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from fleet_operator.autoscaling_spec import DEFAULT_SCALE_DOWN, ScalingPolicy
 from fleet_operator.replay import Fleet, main, replay, spec_from_trace
 
@@ -84,3 +86,12 @@ def test_spec_from_trace_defaults_and_camel_case():
     assert (spec.min_replicas, spec.max_replicas, spec.target_load_per_replica) == (2, 8, 32.0)
     assert spec.scale_up.policies == (ScalingPolicy("Pods", 1, 60),) and spec.scale_up.select_policy == "Min"
     assert spec.scale_down == DEFAULT_SCALE_DOWN
+
+
+def test_an_invalid_trace_spec_is_rejected_as_the_operator_rejects_a_fleet(tmp_path, capsys):
+    trace = tmp_path / "bad.json"
+    trace.write_text(json.dumps({"autoscaling": {"targetLoadPerReplica": 0}, "ticks": []}))
+    with pytest.raises(SystemExit) as exited:
+        main([str(trace)])
+    assert exited.value.code == 2
+    assert "autoscaling.targetLoadPerReplica must be > 0" in capsys.readouterr().err

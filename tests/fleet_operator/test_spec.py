@@ -10,7 +10,9 @@ from fleet_operator.autoscaling_spec import (
     ScalingPolicy,
     ScalingRules,
 )
-from fleet_operator.spec import ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_fleet
+from fleet_operator.spec import (
+    ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_autoscaling, parse_fleet,
+)
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}
 IMAGE = "registry.example/scoring-fleet:1"
@@ -56,6 +58,18 @@ def test_scale_up_defaults_differ_from_scale_down_defaults():
     fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": {"scaleUp": {}, "scaleDown": {}}})
     assert fleet.autoscaling.scale_up == DEFAULT_SCALE_UP
     assert fleet.autoscaling.scale_down == DEFAULT_SCALE_DOWN
+
+
+def test_parse_autoscaling_alone_reads_what_parse_fleet_reads():
+    mapping = {"enabled": True, "minReplicas": 2, "scaleDown": {"stabilizationWindowSeconds": 3}}
+    fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": mapping})
+    assert parse_autoscaling(mapping) == fleet.autoscaling
+    assert parse_autoscaling(None) == AutoscalingSpec()
+
+
+def test_parse_autoscaling_names_the_given_path_in_errors():
+    with pytest.raises(SpecError, match=r"^autoscaling\.minReplicas \(3\) must be <= maxReplicas"):
+        parse_autoscaling({"minReplicas": 3, "maxReplicas": 2}, "autoscaling")
 
 
 def test_replicas_outside_min_max_is_not_an_error():

@@ -1,0 +1,129 @@
+"""The autoscaler's inputs and outputs: PodSample in; PodVerdict, Condition and Decision out.
+
+Value types only, with their status (JSON) forms: status.lastDecision is Decision.to_status(). The
+maths that fills them is autoscaler.py's; what to remember between decisions is history.py's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Mapping
+
+from fleet_operator.history import History, format_time
+
+PodStatus = Literal["sample", "missing", "pending", "unready", "ignored"]
+
+
+@dataclass(frozen=True)
+class PodSample:
+    """One pod as the decision sees it. load is running + waiting sequences, or None when the
+    scrape failed or was garbage (error says why); None is never read as zero."""
+
+    name: str
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    ready: bool
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    load: float | None = None
+    scraped_at: datetime | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class PodVerdict:
+    """How one pod entered the maths: its load, or why not, and what was assumed for it."""
+
+    name: str
+    status: PodStatus
+    load: float | None
+    why: str = ""
+    assumed: float | None = None  # the load filled in for a missing/pending pod, if any
+
+    def to_status(self) -> dict:
+        out: dict = {"name": self.name, "load": self.load if self.status == "sample" else self.status}
+        if self.why:
+            out["why"] = self.why
+        if self.assumed is not None:
+            out["assumed"] = self.assumed
+        return out
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: Literal["True", "False"]
+    reason: str
+    message: str
+
+    def to_status(self) -> dict:
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """replica_calculator's answer: replicas from the ratio, and why."""
+
+    replicas: int
+    reason: str  # ScaleUp | ScaleDown | NoChange | WithinTolerance | DirectionFlip | NoMetrics
+    ratio: float | None = None
+    corrected_ratio: float | None = None
+    verdicts: tuple[PodVerdict, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Every stage of one decision. desired_replicas is what to write to the scale subresource."""
+
+    time: datetime
+    current_replicas: int
+    desired_replicas: int
+    raw: int
+    stabilized: int
+    rate_limited: int
+    clamped: int
+    reason: str
+    message: str
+    pods: tuple[PodVerdict, ...]
+    ratio: float | None
+    corrected_ratio: float | None
+    total_load: float
+    target_load_per_replica: float
+    degraded: bool
+    conditions: tuple[Condition, ...]
+    history: History = field(default_factory=History)
+
+    @property
+    def is_rescale(self) -> bool:
+        return self.desired_replicas != self.current_replicas
+
+    def is_news(self, last_decision: Mapping | None) -> bool:
+        """Worth an Event: a rescale, or a reason or degraded state other than status.lastDecision's."""
+        last = last_decision or {}
+        return (self.is_rescale or last.get("reason") != self.reason
+                or last.get("metricsDegraded") != self.degraded)
+
+    def condition(self, type_: str) -> Condition:
+        return next(c for c in self.conditions if c.type == type_)
+
+    def to_status(self) -> dict:
+        """status.lastDecision: inputs and each step of the maths, JSON-ready."""
+        return {
+            "time": format_time(self.time),
+            "currentReplicas": self.current_replicas,
+            "desiredReplicas": self.desired_replicas,
+            "reason": self.reason,
+            "message": self.message,
+            "targetLoadPerReplica": self.target_load_per_replica,
+            "totalLoad": self.total_load,
+            "ratio": _round(self.ratio),
+            "correctedRatio": _round(self.corrected_ratio),
+            "raw": self.raw,
+            "stabilized": self.stabilized,
+            "rateLimited": self.rate_limited,
+            "clamped": self.clamped,
+            "metricsDegraded": self.degraded,
+            "pods": [v.to_status() for v in self.pods],
+        }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
