@@ -39,12 +39,6 @@ def test_rendered_objects_validate_against_the_kubernetes_schemas(render, values
         assert schema_errors(fleet) == []
 
 
-# NOTE: crds/scoringfleet.yaml (not this chart's file) has four flow-mapping descriptions with an
-# unquoted comma ("Sequences running, summed over pods at the last scrape", lines 31-32 and 189-190):
-# YAML reads "summed over pods at the last scrape" as an extra key, which the API server rejects or
-# prunes. Quoting those descriptions makes this test pass; the mark can then go.
-@pytest.mark.xfail(reason="crds/scoringfleet.yaml: unquoted commas in descriptions add bogus keys",
-                   strict=False)
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
 def test_rendered_crd_validates_against_the_kubernetes_schema(render, version):
     (crd,) = by_kind(render({}), "CustomResourceDefinition")
