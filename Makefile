@@ -32,4 +32,4 @@ bench: $(STAMP)
 	$(PY) -m bench.compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .tools .pytest_cache
