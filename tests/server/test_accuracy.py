@@ -105,13 +105,16 @@ def test_concurrent_requests_batched_together_each_match_their_reference(real):
         {"query": "The quick brown fox jumps over the lazy dog. Is the dog lazy? Answer:",
          "items": [" Yes", "", " No, it is not lazy at all"], "label_token_ids": YES_NO,
          "apply_softmax": True},
+        {"query": " is a city in California.", "items": ["Sacramento", "Paris"],
+         "label_token_ids": YES_NO, "item_first": True},  # no shared prefix in the batch
     ]
     with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
         futures = [pool.submit(real.client.post, "/v1/score", json=body) for body in bodies]
         responses = [future.result() for future in futures]
     for body, response in zip(bodies, responses):
         assert response.status_code == 200, response.text
-        query_ids = real.ids(body["query"])
-        sequences = [query_ids + real.ids(item) for item in body["items"]]
+        query_ids, item_ids = real.ids(body["query"]), [real.ids(item) for item in body["items"]]
+        sequences = [ids + query_ids if body.get("item_first") else query_ids + ids
+                     for ids in item_ids]
         assert_matches(real, response.json()["scores"], sequences, body["label_token_ids"],
                        body.get("apply_softmax", False))
