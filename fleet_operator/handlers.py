@@ -1,4 +1,4 @@
-"""kopf handlers: thin entry points into reconcile.py, registered on a registry passed in.
+"""kopf handlers: thin entry points into reconcile.py and autoscale.py, registered on a registry passed in.
 
 No module-level decorators: register(registry) adds every handler to the registry it is given, so
 each operator run (and each test) gets a fresh one instead of kopf's process-global default.
@@ -17,6 +17,7 @@ from typing import Any
 import kopf
 
 from fleet_operator import kube
+from fleet_operator.autoscale import TICK_S, DeploymentMissing, autoscale_fleet, is_due, is_native
 from fleet_operator.builders import API_GROUP, FLEET_LABEL
 from fleet_operator.reconcile import (
     FleetLocks,
@@ -66,6 +67,27 @@ def child_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         logger.warning("Reconcile after a Deployment event failed: %s", e)
 
 
+def autoscale(name: str, namespace: str, uid: str, spec: kopf.Spec, status: kopf.Status,
+              memo: kopf.Memo, retry: int, logger: logging.Logger, **_: Any) -> None:
+    """Native autoscaling: the timer ticks every TICK_S; a fleet acts once its scrape interval passed.
+
+    The due check reads kopf's copy of the fleet (no API call per tick); the tick reads it afresh.
+    """
+    if not is_due(spec, status, _now()):
+        return
+    with _api_errors(retry):
+        try:
+            result = autoscale_fleet(memo.api, namespace, name, memo.config, memo.locks, uid=uid)
+        except DeploymentMissing as e:
+            raise kopf.TemporaryError(str(e), delay=backoff_s(retry)) from e
+    if result is not None and result.event is not None:
+        logger.info("Autoscaler: %s", result.decision.message)
+
+
+def is_natively_autoscaled(spec: kopf.Spec, **_: Any) -> bool:
+    return is_native(spec)
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     kopf.on.login(registry=registry)(login)
     kopf.on.startup(registry=registry, id="start")(functools.partial(start, config=config))
@@ -75,6 +97,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     # Services, PDBs and HPAs are not watched: the timer re-applies every child now and then.
     kopf.timer(*FLEETS, registry=registry, id="resync", interval=config.resync_interval_s,
                initial_delay=config.resync_interval_s)(reconcile)
+    # sharp: ticks on a fixed grid, not TICK_S after the previous tick's end (a tick takes a scrape).
+    kopf.timer(*FLEETS, registry=registry, id="autoscale", interval=TICK_S, sharp=True,
+               when=is_natively_autoscaled)(autoscale)
     kopf.on.event(*DEPLOYMENTS, registry=registry,
                   labels={FLEET_LABEL: kopf.PRESENT})(child_changed)
 

@@ -1,8 +1,8 @@
-"""Pure: a ScoringFleet's status from what the reconciler saw, with Kubernetes-style conditions.
+"""Pure: a ScoringFleet's status from what the reconciler or the native autoscaler saw.
 
-One set_condition() for every condition type (Ready, SpecValid here; the autoscaler's
-MetricsAvailable / MetricsDegraded / ScalingLimited go through it too): lastTransitionTime moves only
-when the status value changes. Times come in as arguments, never from the clock.
+One set_condition() for every condition type (Ready, SpecValid from fleet_status(); the autoscaler's
+MetricsAvailable / MetricsDegraded / ScalingLimited from autoscaler_status()): lastTransitionTime
+moves only when the status value changes. Times come in as arguments, never from the clock.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fleet_operator.builders import selector_string
+from fleet_operator.decision import Decision
+from fleet_operator.history import history_to_status
 
 
 def rfc3339(now: datetime) -> str:
@@ -84,6 +86,31 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
         status["observedGeneration"] = generation
     if desired_replicas is not None:
         status["desiredReplicas"] = desired_replicas
+    return status
+
+
+def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,
+                      waiting: float, generation: int | None = None) -> dict[str, Any]:
+    """The status fields the native autoscaler owns, after `decision`, merged over `current`.
+
+    running / waiting are the sequences summed over the pods that answered the scrape (the printer
+    columns). lastScaleTime moves only when the decision rescales; the conditions of the decision
+    are set with its time, the reconciler's (SpecValid, Ready) are kept.
+    """
+    conditions = (current or {}).get("conditions")
+    for c in decision.conditions:
+        conditions = set_condition(conditions, c.type, c.status, c.reason, c.message, decision.time,
+                                   generation)
+    status: dict[str, Any] = {
+        "desiredReplicas": decision.desired_replicas,
+        "running": round(running),
+        "waiting": round(waiting),
+        "lastDecision": decision.to_status(),
+        "autoscalerHistory": history_to_status(decision.history),
+        "conditions": conditions,
+    }
+    if decision.is_rescale:
+        status["lastScaleTime"] = rfc3339(decision.time)
     return status
 
 

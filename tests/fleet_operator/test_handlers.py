@@ -6,6 +6,7 @@ import pytest
 
 from fleet_operator import kube
 from fleet_operator.__main__ import make_registry, make_settings
+from fleet_operator.autoscale import TICK_S
 from fleet_operator.handlers import _api_errors
 from fleet_operator.reconcile import OperatorConfig, backoff_s, owner_fleet
 
@@ -18,7 +19,7 @@ def test_each_registry_is_fresh_and_independent():
     for registry in (first, second):
         ids = {h.id for h in registry._changing.get_all_handlers()}
         assert ids == {"reconcile"}
-        assert {h.id for h in registry._spawning.get_all_handlers()} == {"resync"}
+        assert {h.id for h in registry._spawning.get_all_handlers()} == {"resync", "autoscale"}
         assert {h.id for h in registry._watching.get_all_handlers()} == {"child_changed"}
         assert len(registry._activities.get_all_handlers()) == 3  # login, startup, cleanup
     assert kopf.get_default_registry() not in (first, second)
@@ -95,3 +96,15 @@ def test_resync_interval_must_be_positive():
 ], ids=["core", "group-collection", "subresource"])
 def test_object_path(args, path):
     assert kube.object_path(*args) == path
+
+
+@pytest.mark.parametrize("autoscaling,active", [
+    ({"enabled": True, "mode": "native"}, True),
+    ({"enabled": True, "mode": "hpa"}, False),
+    ({"enabled": False}, False),
+], ids=["native", "hpa", "off"])
+def test_the_autoscale_timer_runs_only_for_native_fleets(autoscaling, active):
+    [timer] = [h for h in make_registry(OperatorConfig())._spawning.get_all_handlers()
+               if h.id == "autoscale"]
+    assert timer.interval == TICK_S
+    assert timer.when(spec={"autoscaling": autoscaling}) is active

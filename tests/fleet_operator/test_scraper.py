@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
 from datetime import datetime, timezone
 
 import aiohttp
@@ -15,6 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from fleet_operator.scraper import (
     Gauges, ScrapeResult, metrics_url, parse_gauges, pod_sample, scrape_pods, total_gauges,
 )
+from tests.fleet_operator.loopback import free_port
 
 LABELS = ["model_name", "engine_type", "tp_rank", "pp_rank"]
 
@@ -59,26 +59,6 @@ def test_parse_gauges(text, gauges, error):
                                      ("fd00::7", "http://[fd00::7]:30000/metrics")], ids=["ipv4", "ipv6"])
 def test_metrics_url(ip, url):
     assert metrics_url(ip, 30000) == url
-
-
-def free_port(hosts: list[str]) -> int:
-    """A port free on every host (pods of a fleet share the container port)."""
-    for _ in range(20):
-        with socket.socket() as probe:
-            probe.bind((hosts[0], 0))
-            port = probe.getsockname()[1]
-        if all(_bindable(host, port) for host in hosts[1:]):
-            return port
-    raise RuntimeError("no common free port")
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-            return True
-        except OSError:
-            return False
 
 
 def pod(name: str, ip: str | None) -> dict:

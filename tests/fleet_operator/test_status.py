@@ -5,7 +5,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from fleet_operator.autoscaler import decide
+from fleet_operator.autoscaling_spec import AutoscalingSpec
+from fleet_operator.decision import PodSample
+from fleet_operator.history import History
 from fleet_operator.status import (
+    autoscaler_status,
     fleet_status,
     ready_condition,
     rfc3339,
@@ -102,3 +107,30 @@ def test_second_status_at_a_later_time_is_an_empty_patch():
 
 def test_status_patch_has_only_changed_keys():
     assert status_patch({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == {"b": 3, "c": 4}
+
+
+def autoscaled(load: float, current: int):
+    pods = [PodSample("p0", "Running", True, load=load, scraped_at=T1)]
+    return decide(pods, current, AutoscalingSpec(enabled=True, target_load_per_replica=10), History(), T1)
+
+
+@pytest.mark.parametrize("load,current,scaled", [(30.0, 1, True), (10.0, 1, False)],
+                         ids=["rescale", "no-change"])
+def test_autoscaler_status_moves_last_scale_time_only_on_a_rescale(load, current, scaled):
+    status = autoscaler_status({}, autoscaled(load, current), running=2.0, waiting=load - 2.0)
+    assert ("lastScaleTime" in status) is scaled
+    assert (status["running"], status["waiting"]) == (2, round(load - 2))
+    assert status["lastDecision"]["time"] == "2026-11-29T18:05:00Z"
+
+
+def test_autoscaler_status_sets_its_conditions_next_to_the_reconcilers():
+    before = {"conditions": [cond("SpecValid", "True"), cond("Ready", "True"),
+                             cond("MetricsDegraded", "False")]}
+    status = autoscaler_status(before, autoscaled(30.0, 1), 2.0, 28.0, generation=4)
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert list(by_type) == ["SpecValid", "Ready", "MetricsDegraded", "MetricsAvailable",
+                             "ScalingLimited"]
+    assert by_type["SpecValid"] == cond("SpecValid", "True")  # untouched
+    assert by_type["MetricsDegraded"]["lastTransitionTime"] == rfc3339(T0)  # no transition
+    assert by_type["MetricsAvailable"]["lastTransitionTime"] == rfc3339(T1)
+    assert by_type["MetricsAvailable"]["observedGeneration"] == 4
