@@ -201,7 +201,9 @@ def test_the_server_still_answers_after_the_bad_inputs(tiny):
 
 def test_no_query_cache_is_left_once_idle(tiny):
     ok_scores(tiny.client, query=QUERY, items=ITEMS, label_token_ids=LABELS)
+    # The loop forgets a request's query key/values once it leaves the scheduler (no leak).
     wait_until(lambda: tiny.engine.runner.num_cached_prefixes == 0, timeout_s=2)
+    assert tiny.engine.load().num_reqs == 0
 
 
 # -- other endpoints on the tiny model ---------------------------------------------------------
