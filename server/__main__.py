@@ -27,6 +27,10 @@ class DrainingServer(uvicorn.Server):
     def handle_exit(self, sig, frame) -> None:
         self.engine.begin_drain()
         super().handle_exit(sig, frame)
+        # NOTE: uvicorn re-raises the signals it caught once run() returns (so that an embedding
+        # program sees them); here the signal *is* the request to drain and exit, and a drained
+        # server exits 0, not 143.
+        getattr(self, "_captured_signals", []).clear()
 
 
 def build_engine(config: ServerConfig) -> Engine:

@@ -44,7 +44,8 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
             return
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip(), config.api_key):
+        given, expected = token.strip().encode(), config.api_key.encode()
+        if scheme.lower() != "bearer" or not secrets.compare_digest(given, expected):
             raise Unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'")
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
@@ -61,7 +62,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     @app.get("/get_load", response_model=list[LoadEntry])
     async def get_load() -> list[LoadEntry]:
         load = engine.load()
-        return [LoadEntry(dp_rank=0, num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
+        return [LoadEntry(num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
                           num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
 
     @app.get("/metrics", response_class=PlainTextResponse,

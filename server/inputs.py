@@ -62,7 +62,18 @@ def _token_ids(query, items, tokenize: Tokenize) -> tuple[list[int], list[list[i
         raise BadRequest("query and items must be the same kind: all text, or all token-id lists")
     if not query_is_text:
         return list(query), [list(item) for item in items]
+    for where, text in (("query", query), *((f"item {i}", item) for i, item in enumerate(items))):
+        check_encodable(where, text)
     return tokenize(query), [tokenize(item) for item in items]
+
+
+def check_encodable(where: str, text: str) -> None:
+    """JSON can carry lone surrogates (e.g. "\\ud800") that no tokenizer can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BadRequest(f"{where} is not valid Unicode text: {error.reason} at "
+                         f"position {error.start}") from None
 
 
 def check_label_ids(label_ids: tuple[int, ...], vocab_size: int) -> None:

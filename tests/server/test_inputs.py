@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from server.errors import BadRequest
 from server.inputs import InputLimits, prepare
@@ -18,7 +19,8 @@ def tokenize(text: str) -> list[int]:
 
 def make(**fields) -> ScoreRequest:
     body = {"query": [1, 2, 3], "items": [[4], [5, 6]], "label_token_ids": [7, 8]} | fields
-    return ScoreRequest.model_validate(body)
+    # model_construct: prepare() must hold on its own, even for values the schema already refuses.
+    return ScoreRequest.model_construct(**body)
 
 
 def test_token_ids_query_is_the_shared_prefix():
@@ -32,6 +34,11 @@ def test_text_is_tokenized_separately_and_joined():
     prepared = prepare(make(query="ab", items=["c", "de"]), tokenize, LIMITS)
     assert prepared.prefix_ids == tuple(tokenize("ab"))
     assert prepared.own_ids == [tuple(tokenize("c")), tuple(tokenize("de"))]
+
+
+def test_the_schema_already_refuses_negative_ids():
+    with pytest.raises(ValidationError):
+        ScoreRequest.model_validate({"query": [-1], "items": [[1]], "label_token_ids": [1]})
 
 
 def test_a_single_string_is_one_item():
@@ -67,6 +74,7 @@ def test_no_items_means_no_sequences():
         pytest.param({"items": [[1]] * 5}, "max_items_per_request=4", id="too-many-items"),
         pytest.param({"items": [list(range(14))]}, "per-batch limit", id="longer-than-batch"),
         pytest.param({"query": [], "items": [[]]}, "both empty", id="empty-sequence"),
+        pytest.param({"query": "a\ud800", "items": ["b"]}, "not valid Unicode", id="lone-surrogate"),
     ],
 )
 def test_bad_input_is_a_bad_request_that_says_why(fields, message):

@@ -118,8 +118,6 @@ def test_sigterm_refuses_new_requests(drain_story):
     assert set(drain_story.refused) <= {"503", "refused"}, drain_story.refused
 
 
-@pytest.mark.xfail(strict=True, reason="uvicorn.Server.capture_signals re-raises the captured "
-                   "SIGTERM after a graceful shutdown, so the process dies by SIGTERM (-15)")
 def test_sigterm_exits_with_code_zero(drain_story):
     assert drain_story.return_code == 0, drain_story.log[-2000:]
 
