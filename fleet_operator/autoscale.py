@@ -99,6 +99,9 @@ def autoscale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
     (given `uid`), invalid, not in native mode, or resized by someone else during the tick (the next
     tick decides from the new size).
     """
+    # NOTE: the decision is timed at the tick's start, not after the scrape: is_due then measures
+    # whole ticks, and a scrape that takes half a tick does not push every decision a tick later.
+    now = clock()
     body = kube.get_fleet(api, namespace, name)
     fleet = _native_fleet(body, config, uid)
     if fleet is None:
@@ -112,7 +115,7 @@ def autoscale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
                                       scrape_timeout_s(fleet.autoscaling.scrape_interval_s)))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
     history = history_from_status((body.get("status") or {}).get("autoscalerHistory"))
-    decision = decide(samples, fleet.replicas, fleet.autoscaling, history, clock())
+    decision = decide(samples, fleet.replicas, fleet.autoscaling, history, now)
     gauges = total_gauges(results)
     with locks.for_fleet(namespace, name):
         return _apply(api, namespace, name, config, body["metadata"]["uid"], decision,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import http.server
+import logging
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
+import kopf
 import pytest
 
-from fleet_operator import kube
+from fleet_operator import handlers, kube
 from fleet_operator.autoscale import (
     DeploymentMissing, autoscale_fleet, event_for, is_due, is_native, scrape_timeout_s,
 )
@@ -18,7 +20,6 @@ from fleet_operator.autoscaling_spec import AutoscalingSpec
 from fleet_operator.decision import PodSample
 from fleet_operator.history import History
 from fleet_operator.reconcile import FleetLocks, OperatorConfig, reconcile_fleet
-from fleet_operator.scraper import utc_now
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
 
@@ -108,6 +109,7 @@ class MetricsPods:
         self.hosts = [pod_ip(i) for i in range(num_pods)]
         self.port = free_port(self.hosts)
         self.gauges = {host: (0.0, 0.0) for host in self.hosts}
+        self.on_scrape = lambda: None  # called in the middle of a scrape
         self._servers: dict[str, http.server.ThreadingHTTPServer] = {}
         for host in self.hosts:
             self._servers[host] = http.server.ThreadingHTTPServer((host, self.port), self._handler(host))
@@ -118,6 +120,7 @@ class MetricsPods:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                pods.on_scrape()
                 running, waiting = pods.gauges[host]
                 body = (f"sglang:num_running_reqs {running}\n"
                         f"sglang:num_queue_reqs {waiting}\n").encode()
@@ -167,8 +170,8 @@ def make_fleet(kube_api, api, metrics_pods: MetricsPods, replicas: int, autoscal
         kube_api.add_pod("default", f"{NAME}-{i}", LABELS, pod_ip(i), metrics_pods.port)
 
 
-def tick(api, clock=utc_now):
-    return autoscale_fleet(api, "default", NAME, OperatorConfig(), FleetLocks(), clock)
+def tick(api):
+    return autoscale_fleet(api, "default", NAME, OperatorConfig(), FleetLocks())
 
 
 def events(kube_api) -> list[dict]:
@@ -241,6 +244,18 @@ def test_no_deployment_yet_is_a_retry_not_a_decision(kube_api, metrics_pods):
     assert "status" not in kube.get_fleet(api, "default", NAME)
 
 
+def test_the_timer_handler_turns_a_missing_deployment_into_a_short_retry(kube_api, metrics_pods):
+    api = kube_api.client()
+    kube_api.apply_file(CRD_PATH)
+    body = kube_api.create(fleet_doc(metrics_pods.port, 1, NATIVE))
+    memo = kopf.Memo(api=api, config=OperatorConfig(), locks=FleetLocks())
+    with pytest.raises(kopf.TemporaryError) as raised:
+        handlers.autoscale(name=NAME, namespace="default", uid=body["metadata"]["uid"],
+                           spec=body["spec"], status={}, memo=memo, retry=0,
+                           logger=logging.getLogger(__name__))
+    assert raised.value.delay == 1.0  # kopf's default would be 60 s
+
+
 @pytest.mark.parametrize("autoscaling", [
     {**NATIVE, "mode": "hpa"},
     {**NATIVE, "enabled": False},
@@ -259,12 +274,10 @@ def test_a_size_changed_during_the_tick_wins(kube_api, metrics_pods):
     api = kube_api.client()
     make_fleet(kube_api, api, metrics_pods, replicas=1)
     metrics_pods.gauges[pod_ip(0)] = (2.0, 48.0)
+    # a user scales the fleet while the tick waits for the pods' answers
+    metrics_pods.on_scrape = lambda: kube.scale_fleet(api, "default", NAME, 2)
 
-    def clock_while_a_user_scales():  # decide() reads the clock between the scrape and the writes
-        kube.scale_fleet(api, "default", NAME, 2)
-        return utc_now()
-
-    assert tick(api, clock_while_a_user_scales) is None
+    assert tick(api) is None
     fleet = kube.get_fleet(api, "default", NAME)
     assert fleet["spec"]["replicas"] == 2
     assert "lastDecision" not in fleet["status"]
