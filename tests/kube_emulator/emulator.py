@@ -15,6 +15,7 @@ import attrs
 import kmock
 
 from tests.kube_emulator import discovery, objects, patching, watch
+from tests.kube_emulator.faults import Faults
 from tests.kube_emulator.cluster import NAMESPACES, Cluster, no_resource, qualified
 from tests.kube_emulator.objects import ApiError
 from tests.kube_emulator.routing import parse_request
@@ -40,6 +41,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
 
     clock: Callable[[], datetime.datetime] = utc_now
     cluster: Cluster = attrs.field(init=False)
+    faults: Faults = attrs.field(init=False, factory=Faults)  # injected errors, dropped watches, log
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -61,6 +63,10 @@ class KubeEmulator(kmock.KubernetesScaffold):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         request = await parse_request(raw, id=len(self._requests))
         self._requests.append(request)
+        fault = self.faults.take(raw.method, raw.path_qs)
+        if fault is not None:
+            injected = ApiError(fault.status, fault.reason, f'injected fault on {raw.method} {raw.path}')
+            return aiohttp.web.json_response(injected.status(), status=fault.status)
         try:
             if request.resource is not None and request.resource.plural is not None:
                 return await self._serve(request, raw)
@@ -199,8 +205,10 @@ class KubeEmulator(kmock.KubernetesScaffold):
         else:
             raise ApiError(400, 'BadRequest', f'invalid resourceVersion {since!r}')
         timeout_s = float(params['timeoutSeconds']) if params.get('timeoutSeconds') else None
+        epoch = self.faults.watch_epoch
         return await watch.stream(raw, self.store, query, lambda obj: self._present(request, res, info, obj),
-                                  initial, position, end_bookmark, timeout_s, lambda: self.cluster.closing)
+                                  initial, position, end_bookmark, timeout_s, lambda: self.cluster.closing,
+                                  lambda: self.faults.watch_epoch != epoch)
 
     # --- writes ---
 

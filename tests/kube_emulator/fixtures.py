@@ -14,7 +14,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import kmock
 import pytest
 
 from tests.kube_emulator.emulator import KubeEmulator
+from tests.kube_emulator.faults import FaultRule, LoggedRequest
 
 __all__ = ['kube_api', 'KubeApi', 'run_kube_api']
 
@@ -64,6 +65,10 @@ class _ServingThread:
         if self._thread.is_alive():
             raise RuntimeError('the emulator thread did not stop')
 
+    def wake_watches(self) -> None:
+        """Let idle watch streams re-check their state now (from any thread)."""
+        self._loop.call_soon_threadsafe(self.emulator.store.wake_all)
+
     def _run(self) -> None:
         try:
             self._loop.run_until_complete(self._serve())
@@ -87,8 +92,10 @@ class _ServingThread:
 class KubeApi:
     """A running emulator and the ways to talk to it: kubectl, a kubernetes client, raw HTTP."""
 
-    def __init__(self, emulator: KubeEmulator, url: str, kubeconfig: Path, cache_dir: Path):
+    def __init__(self, emulator: KubeEmulator, url: str, kubeconfig: Path, cache_dir: Path,
+                 wake_watches: Callable[[], None] = lambda: None):
         self.emulator = emulator  # NOTE: lives on another thread's loop: inspect it through the API
+        self._wake_watches = wake_watches
         self.url = url
         self.kubeconfig = kubeconfig
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(cache_dir))
@@ -176,6 +183,28 @@ class KubeApi:
             raise AssertionError(f'setting the status of pod {name} failed ({code}): {patched}')
         return patched
 
+    # --- fault injection (tests/kube_emulator/faults.py) ---
+
+    def inject(self, method: str | None = None, path_regex: str = '', status: int = 503,
+               times: int | None = 1) -> FaultRule:
+        """Answer the next `times` requests (None: all until clear_faults) whose method matches
+        (None: any) and whose path+query matches `path_regex` (re.search) with a metav1 Status
+        error of `status` instead of serving them. Returns the rule; `.hits` counts its uses."""
+        return self.emulator.faults.inject(method, path_regex, status, times)
+
+    def clear_faults(self) -> None:
+        self.emulator.faults.clear()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch stream now (connection closed mid-body); clients must re-watch."""
+        self.emulator.faults.drop_watches()
+        self._wake_watches()
+
+    def requests(self, since_s: float = 0.0, method: str | None = None,
+                 path_regex: str | None = None) -> list[LoggedRequest]:
+        """Requests the emulator received at or after time.monotonic() value `since_s`."""
+        return self.emulator.faults.requests(since_s, method, path_regex)
+
     def close(self) -> None:
         for api in self._clients:
             api.close()
@@ -195,7 +224,8 @@ def run_kube_api(workdir: Path) -> Iterator[KubeApi]:
         url = f'http://127.0.0.1:{serving.port}'
         cache_dir = workdir / 'kubecache'
         cache_dir.mkdir(parents=True, exist_ok=True)
-        api = KubeApi(serving.emulator, url, write_kubeconfig(workdir / 'kubeconfig', url), cache_dir)
+        api = KubeApi(serving.emulator, url, write_kubeconfig(workdir / 'kubeconfig', url), cache_dir,
+                      wake_watches=serving.wake_watches)
         try:
             yield api
         finally:

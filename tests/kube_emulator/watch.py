@@ -53,8 +53,12 @@ async def _send(response: aiohttp.web.StreamResponse, event: dict[str, Any]) -> 
 
 async def stream(raw: aiohttp.web.BaseRequest, store: Store, query: WatchQuery, render: Render,
                  initial: list[dict[str, Any]] | None, position: int, end_bookmark: dict[str, Any] | None,
-                 timeout_s: float | None, is_closing: Callable[[], bool]) -> aiohttp.web.StreamResponse:
-    """Serve one watch: `initial` objects as ADDED, then `end_bookmark`, then events from `position`."""
+                 timeout_s: float | None, is_closing: Callable[[], bool],
+                 is_dropped: Callable[[], bool] = lambda: False) -> aiohttp.web.StreamResponse:
+    """Serve one watch: `initial` objects as ADDED, then `end_bookmark`, then events from `position`.
+
+    `is_dropped` (fault injection) cuts the connection mid-stream, without the end of the chunked
+    body, as a failing API server or proxy would."""
     response = aiohttp.web.StreamResponse(headers={'Content-Type': 'application/json'})
     await response.prepare(raw)
     loop = asyncio.get_running_loop()
@@ -65,6 +69,10 @@ async def stream(raw: aiohttp.web.BaseRequest, store: Store, query: WatchQuery, 
         if end_bookmark:
             await _send(response, end_bookmark)
         while True:
+            if is_dropped():
+                if raw.transport is not None:
+                    raw.transport.close()  # NOTE: no write_eof: the client sees a broken stream
+                return response
             # Deliver what was written before deciding to stop: a shutdown right after a write
             # must not swallow its event.
             while position < len(store.events):
