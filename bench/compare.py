@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--free-requests", type=int, default=2000, help="requests against the free server")
     add("--seed", type=int, default=0)
     add("--model-path", default="default")
+    add("--threads", type=int, default=None,
+        help="torch threads in-process and in the servers (--num-threads; default: torch's)")
     return parser
 
 
@@ -166,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     dtypes = [args.dtype] + ([args.other_dtype] if args.other_dtype not in ("none", args.dtype)
                              else [])
+    threads = ["--num-threads", str(args.threads)] if args.threads else []
+    if args.threads:
+        torch.set_num_threads(args.threads)
     with contextlib.ExitStack() as stack:
         servers = [stack.enter_context(start_server(
-            "server", ["--model-path", args.model_path, "--dtype", dtype])) for dtype in dtypes]
+            "server", ["--model-path", args.model_path, "--dtype", dtype, *threads]))
+            for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
         scores = {}

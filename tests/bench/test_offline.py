@@ -10,12 +10,20 @@ from tests.server.support import build_tiny_model
 
 
 @pytest.fixture(scope="module")
-def runner(tmp_path_factory):
+def folder(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama-bench"))
+
+
+def load(folder, dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = build_tiny_model(tmp_path_factory.mktemp("tiny-llama-bench"))
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
     return ModelRunner(model, AutoTokenizer.from_pretrained(folder))
+
+
+@pytest.fixture(scope="module")
+def runner(folder):
+    return load(folder, torch.float32)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +53,13 @@ def test_with_dtype_copies_the_weights_and_leaves_the_original_alone(runner, bod
     rounded = offline.runner_scores(bf16, bodies[0])
     # Not equal (bf16 keeps 8 bits of mantissa) but the same scores to within a few percent.
     assert offline.max_abs_diff(exact, rounded) < 0.05
+
+
+def test_with_dtype_scores_exactly_like_a_model_loaded_in_that_dtype(folder, runner, bodies):
+    # model.to(bfloat16) would also round the rotary inv_freq buffer and miss this equality.
+    loaded = load(folder, torch.bfloat16)
+    cast = offline.with_dtype(runner, torch.bfloat16)
+    assert offline.runner_scores(cast, bodies[1]) == offline.runner_scores(loaded, bodies[1])
 
 
 @pytest.mark.parametrize("a, b, expected", [
