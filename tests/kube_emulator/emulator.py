@@ -63,7 +63,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         request = await parse_request(raw, id=len(self._requests))
         self._requests.append(request)
-        fault = self.faults.take(raw.method, raw.path_qs)
+        fault = self.faults.take(raw.method, raw.path_qs, raw.headers.get('User-Agent', ''))
         if fault is not None:
             injected = ApiError(fault.status, fault.reason, f'injected fault on {raw.method} {raw.path}')
             return aiohttp.web.json_response(injected.status(), status=fault.status)

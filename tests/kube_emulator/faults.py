@@ -43,6 +43,7 @@ class LoggedRequest:
     monotonic_s: float
     method: str
     path: str  # with the query string
+    user_agent: str = ''
 
 
 class Faults:
@@ -66,10 +67,10 @@ class Faults:
         with self._lock:
             self._rules.clear()
 
-    def take(self, method: str, path: str) -> FaultRule | None:
+    def take(self, method: str, path: str, user_agent: str = '') -> FaultRule | None:
         """Log the request; the first unspent rule that matches it, counting the hit, or None."""
         with self._lock:
-            self._log.append(LoggedRequest(time.monotonic(), method, path))
+            self._log.append(LoggedRequest(time.monotonic(), method, path, user_agent))
             for rule in self._rules:
                 if not rule.is_spent and rule.matches(method, path):
                     rule.hits += 1

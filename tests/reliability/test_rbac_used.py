@@ -1,0 +1,100 @@
+"""The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
+operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
+drift, delete) and map each request it sent to (API group, resource, verb). Every call must be
+granted; grants never used are printed (a least-privilege review, not a failure: some paths, e.g.
+`update`, are kopf's fallbacks).
+"""
+from __future__ import annotations
+
+import re
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fleet_operator.loopback import free_port, pod_ip
+from tests.fleet_operator.waiting import wait_for
+from tests.packaging.test_rbac import CLUSTER_GRANTS, NAMESPACED_GRANTS
+from tests.reliability.test_metrics_faults import IDLE, MetricsPod
+from tests.reliability.test_operator_faults import converged, fleet_doc
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+# Requests the test itself sends (kubectl, kube_api's urllib); the rest are the operator's.
+TEST_CLIENTS = re.compile(r"^(kubectl|Python-urllib)")
+
+
+def grant_of(method: str, path_qs: str) -> tuple[str, str, str] | None:
+    """(group, resource[/subresource], verb) of a resource request; None for discovery and /version."""
+    split = urlsplit(path_qs)
+    parts = split.path.strip("/").split("/")
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return None
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    resource = "/".join([rest[0], *rest[2:3]])
+    if method == "GET":
+        verb = "watch" if parse_qs(split.query).get("watch") in (["true"], ["1"]) else \
+            "get" if len(rest) >= 2 else "list"
+    else:
+        verb = VERBS[method]
+    return group, resource, verb
+
+
+GRANT_CASES = {
+    "watch-cluster-wide": ("GET", "/apis/scoring.fleet.dev/v1alpha1/scoringfleets?watch=true",
+                           ("scoring.fleet.dev", "scoringfleets", "watch")),
+    "list-pods": ("GET", "/api/v1/namespaces/a/pods?labelSelector=x%3Dy", ("", "pods", "list")),
+    "get-deployment": ("GET", "/apis/apps/v1/namespaces/a/deployments/d", ("apps", "deployments", "get")),
+    "patch-status": ("PATCH", "/apis/scoring.fleet.dev/v1alpha1/namespaces/a/scoringfleets/f/status",
+                     ("scoring.fleet.dev", "scoringfleets/status", "patch")),
+    "create-event": ("POST", "/api/v1/namespaces/a/events", ("", "events", "create")),
+    "discovery": ("GET", "/apis/apps/v1", None),
+    "version": ("GET", "/version", None),
+}
+
+
+def test_grant_of_maps_requests_to_rbac_terms():
+    for method, path, expected in GRANT_CASES.values():
+        assert grant_of(method, path) == expected, path
+
+
+def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_api):
+    cluster, start = operator.cluster, time.monotonic()
+    port = free_port([pod_ip(0)])
+    pod = MetricsPod(pod_ip(0), port, IDLE)
+    pod.thread.start()
+    try:
+        native = fleet_doc("native", replicas=2)
+        native["spec"].update(server={"port": port}, autoscaling={
+            "enabled": True, "mode": "native", "minReplicas": 1, "maxReplicas": 2,
+            "scrapeIntervalSeconds": 1, "scaleDown": {"stabilizationWindowSeconds": 0}})
+        cluster.apply(native)
+        kube_api.add_pod("default", "native-0", {"scoring.fleet.dev/fleet": "native"}, pod_ip(0), port)
+        hpa = fleet_doc("hpa", replicas=1)
+        hpa["spec"]["autoscaling"] = {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 3}
+        cluster.apply(hpa)
+        # native: one idle pod of two -> scaled to 1 through the scale subresource, with an Event.
+        wait_for(lambda: (cluster.deployment("native") or {}).get("spec", {}).get("replicas") == 1,
+                 "the native fleet scaled down to its one idle pod", timeout_s=15)
+        wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "hpa"), "the HPA")
+        cluster.patch_fleet("hpa", {"spec": {"autoscaling": {"enabled": False}}})  # HPA deleted
+        wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "hpa") is None,
+                 "the HPA gone")
+        cluster.kubectl("scale", "deployment", "hpa", "--replicas=5")  # drift, reverted
+        wait_for(lambda: converged(cluster, "hpa", 1), "the drift reverted")
+        cluster.kubectl("delete", "sf", "native", "--wait=false")  # finalizer released
+        wait_for(lambda: cluster.fleet("native") is None, "the native fleet gone")
+    finally:
+        pod.stop()
+    operator.assert_alive_without_traceback()
+
+    used = {grant_of(r.method, r.path) for r in kube_api.requests(start)
+            if not TEST_CLIENTS.match(r.user_agent)} - {None}
+    granted = {(g, r, v) for (g, r), verbs in {**NAMESPACED_GRANTS, **CLUSTER_GRANTS}.items()
+               for v in verbs}
+    unused = sorted(granted - used)
+    print(f"\noperator calls seen: {sorted(used)}\ngranted, not seen in this run: {unused}")
+    assert used, "no operator request was logged"
+    assert used <= granted, f"calls without a grant: {sorted(used - granted)}"
