@@ -2,7 +2,7 @@
 
 The operator runs as a subprocess (`python -m fleet_operator --standalone -A`) against the emulator.
 NUM_SERVERS scoring servers (`python -m server` on the tiny random Llama of tests/server/support.py)
-listen on 127.0.0.2, .3, ... at the fleet's port, started once for the module. The test plays the
+listen on 127.0.0.2, .3, .4 at the fleet's port, started once for the module. The test plays the
 Deployment controller and the kubelet (Kubelet): it keeps Pods <fleet>-0 .. n-1, Running and ready
 with podIP 127.0.0.(i+2), for n = the Deployment's spec.replicas, so pod i is server i. The load
 (ClosedLoopLoad) keeps CONCURRENCY requests of ITEMS items outstanding over the live pods; each
@@ -37,13 +37,13 @@ from tests.fleet_operator.operator_process import Cluster
 from tests.fleet_operator.waiting import wait_for
 from tests.server.support import build_tiny_model
 
-NUM_SERVERS = 4
+NUM_SERVERS = 3  # the fleet never needs more: 3 is the size the load asks for
 MAX_RUNNING = 2  # --max-running-requests: the servers, not the client, are the bottleneck
 CONCURRENCY, ITEMS, ITEM_TOKENS = 10, 2, 200  # 20 sequences outstanding
 INTERVAL_S = 1  # scrapeIntervalSeconds
 DOWN_WINDOW_S = 3  # scaleDown.stabilizationWindowSeconds
 TARGET = 7  # targetLoadPerReplica: 20 sequences -> ceil(20 / 7) = 3 pods
-MIN_REPLICAS, MAX_REPLICAS = 1, NUM_SERVERS
+MIN_REPLICAS, MAX_REPLICAS = 1, 4  # room above 3, so that an overshoot would show
 SLACK_S = 3.0  # API round trips, the Deployment write, kubectl: on top of the scrape intervals
 MAX_LOAD_S = 60.0  # no load or kubelet loop outlives this, whatever the test does
 
@@ -145,7 +145,7 @@ class Kubelet:
         while not self._stop.wait(0.05) and time.monotonic() - self._t0 < MAX_LOAD_S:
             status, dep = self.kube_api.request(
                 "GET", f"/apis/apps/v1/namespaces/default/deployments/{self.fleet}")
-            if status == 200:
+            if status == 200:  # (no pod beyond the servers: a 4th would only fail the test later)
                 self._sync(min(dep["spec"]["replicas"], NUM_SERVERS))
 
     def _sync(self, replicas: int) -> None:
@@ -217,9 +217,12 @@ def fleet_doc(name: str, port: int, replicas: int, down_window_s: int) -> dict:
 
 
 def replicas(cluster: Cluster, name: str) -> tuple[int | None, int | None]:
-    """(the fleet's spec.replicas, i.e. its scale subresource; the Deployment's spec.replicas)."""
-    fleet, dep = cluster.fleet(name) or {}, cluster.deployment(name) or {}
-    return fleet.get("spec", {}).get("replicas"), dep.get("spec", {}).get("replicas")
+    """(the fleet's scale subresource's spec.replicas, the Deployment's spec.replicas)."""
+    code, scale = cluster.api.request(
+        "GET", f"/apis/scoring.fleet.dev/v1alpha1/namespaces/default/scoringfleets/{name}/scale")
+    dep = cluster.deployment(name) or {}
+    return (scale["spec"].get("replicas") if code == 200 else None,
+            dep.get("spec", {}).get("replicas"))
 
 
 def last_decision(cluster: Cluster, name: str) -> dict:
@@ -228,6 +231,23 @@ def last_decision(cluster: Cluster, name: str) -> dict:
 
 def until(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.1)
+
+
+def check_explained_under_load(cluster: Cluster, name: str, size: int) -> None:
+    """At `size` pods under load: lastDecision, `kubectl get sf` and `kubectl describe` explain it."""
+    decision = wait_for(lambda: (d := last_decision(cluster, name)).get("currentReplicas") == size
+                        and len(d["pods"]) == size and d, f"a decision at {size} pods")
+    for stage in ("raw", "stabilized", "rateLimited", "clamped", "reason", "ratio", "totalLoad"):
+        assert stage in decision
+    assert all(isinstance(p["load"], float) for p in decision["pods"])  # each pod's own sample
+    header, row = cluster.kubectl("get", "sf", name).splitlines()
+    columns = dict(zip(header.split(), row.split()))
+    assert columns["DESIRED"] == str(size) and columns["REASON"] == decision["reason"]
+    assert int(columns["RUNNING"]) > 0 and int(columns["WAITING"]) > 0
+    described = cluster.kubectl("describe", f"sf/{name}")
+    for text in ("MetricsAvailable", "MetricsDegraded", "ScalingLimited", "Last Decision",
+                 "ScaleUp", f"1 -> {size}: load above target"):
+        assert text in described, f"{text!r} not in kubectl describe:\n{described}"
 
 
 def test_a_load_step_scales_the_fleet_up_and_its_end_back_to_min(cluster, servers):
@@ -243,28 +263,16 @@ def test_a_load_step_scales_the_fleet_up_and_its_end_back_to_min(cluster, server
             wait_for(lambda: total_load(kubelet.hosts, servers.port) >= 0.75 * CONCURRENCY * ITEMS,
                      "the load to reach the servers")
             sampled = statistics.median(total_load(kubelet.hosts, servers.port) for _ in range(5))
-            # The rate policy (default +4 pods or +100 % per 15 s) allows 1 -> 5 at once; no cut.
-            expected = min(math.ceil(sampled / TARGET), 1 + 4, MAX_REPLICAS)
+            # The default scale-up policy (max of +4 pods, +100 % per 15 s) allows 1 -> 5 at once.
+            rate_limit = max(1 + 4, 1 * 2)
+            expected = min(math.ceil(sampled / TARGET), rate_limit, MAX_REPLICAS)
             assert expected == math.ceil(CONCURRENCY * ITEMS / TARGET) == 3
             wait_for(lambda: replicas(cluster, name) == (expected, expected),
                      f"spec.replicas and the Deployment at {expected}",
                      timeout_s=until(step_at + 3 * INTERVAL_S + SLACK_S))
             up_s = time.monotonic() - step_at
             wait_for(lambda: len(kubelet.hosts) == expected, "the new pods")
-            # Under load at the new size: the decision explains itself (d)...
-            decision = wait_for(lambda: (d := last_decision(cluster, name)).get("currentReplicas")
-                                == expected and len(d["pods"]) == expected and d, "a decision at 3")
-            for stage in ("raw", "stabilized", "rateLimited", "clamped", "reason", "ratio", "totalLoad"):
-                assert stage in decision
-            assert all(isinstance(p["load"], float) for p in decision["pods"])
-            header, row = cluster.kubectl("get", "sf", name).splitlines()
-            columns = dict(zip(header.split(), row.split()))
-            assert columns["DESIRED"] == str(expected) and columns["REASON"] == decision["reason"]
-            assert int(columns["RUNNING"]) > 0 and int(columns["WAITING"]) > 0
-            described = cluster.kubectl("describe", f"sf/{name}")
-            for text in ("MetricsAvailable", "MetricsDegraded", "ScalingLimited", "Last Decision",
-                         "ScaleUp", "1 -> 3: load above target"):
-                assert text in described, f"{text!r} not in kubectl describe:\n{described}"
+            check_explained_under_load(cluster, name, expected)
         stop_at = time.monotonic()
         assert set(load.statuses) == {200}, load.statuses
         # (b) After the load, the down window holds the size, then it falls to minReplicas.
@@ -275,7 +283,11 @@ def test_a_load_step_scales_the_fleet_up_and_its_end_back_to_min(cluster, server
         wait_for(lambda: len(kubelet.hosts) == MIN_REPLICAS, "the pods to go")
     reasons = [e["reason"] for e in cluster.events(name, "ScaleDownStabilized")]
     assert reasons, "the scale-down went through the stabilization window"
-    assert [n for _, n in kubelet.seen] == [1, expected, MIN_REPLICAS]
+    sizes = [n for _, n in kubelet.seen]
+    # Up in one step; then down, possibly in two: a dip of the load while it ran (the client
+    # thread shares the machine) may leave a lower recommendation in the down window.
+    assert sizes[:2] == [1, expected] and sizes[-1] == MIN_REPLICAS
+    assert sizes[1:] == sorted(sizes[1:], reverse=True), sizes
     print(f"\nload sampled {sampled:g} sequences -> expected {expected}; replicas seen (s, n): "
           f"{kubelet.seen}; up {up_s:.2f} s after the step, down {down_s:.2f} s after the load "
           f"stopped (window {DOWN_WINDOW_S} s); requests {load.statuses}")
@@ -305,6 +317,7 @@ def test_a_silent_pod_blocks_the_scale_down_and_sets_metrics_degraded(cluster, s
         # The counterfactual: once pod 2 answers again, the idle fleet goes to minReplicas.
         wait_for(lambda: replicas(cluster, name) == (MIN_REPLICAS, MIN_REPLICAS),
                  "the scale-down once every pod answers", timeout_s=3 * INTERVAL_S + SLACK_S)
+        wait_for(lambda: len(kubelet.hosts) == MIN_REPLICAS, "the pods to go")
     assert [n for _, n in kubelet.seen] == [3, MIN_REPLICAS]
     assert cluster.condition(name, "MetricsDegraded")["status"] == "False"
     print(f"\nreplicas seen (s, n) with pod 2 silent, then answering: {kubelet.seen}")
