@@ -321,3 +321,24 @@ def test_a_silent_pod_blocks_the_scale_down_and_sets_metrics_degraded(cluster, s
     assert [n for _, n in kubelet.seen] == [3, MIN_REPLICAS]
     assert cluster.condition(name, "MetricsDegraded")["status"] == "False"
     print(f"\nreplicas seen (s, n) with pod 2 silent, then answering: {kubelet.seen}")
+
+
+def test_in_hpa_mode_the_operator_leaves_the_size_to_the_hpa(cluster, servers):
+    # Two idle fleets of two pods on the same servers: natively, both would go to minReplicas.
+    native, by_hpa = fleet_doc("native", servers.port, 2, 0), fleet_doc("by-hpa", servers.port, 2, 0)
+    by_hpa["spec"]["autoscaling"]["mode"] = "hpa"
+    with Kubelet(cluster.api, "native", servers.port), Kubelet(cluster.api, "by-hpa", servers.port):
+        cluster.apply(by_hpa)
+        cluster.apply(native)
+        hpa = wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "by-hpa"),
+                       "the HPA", timeout_s=15)
+        assert hpa["spec"]["scaleTargetRef"]["kind"] == "ScoringFleet"
+        # The native fleet's timer ran and scaled it down: by then the other one's would have too.
+        wait_for(lambda: replicas(cluster, "native") == (MIN_REPLICAS, MIN_REPLICAS),
+                 "the native fleet at minReplicas", timeout_s=15)
+    assert replicas(cluster, "by-hpa") == (2, 2)
+    status = cluster.fleet("by-hpa")["status"]
+    assert status["desiredReplicas"] == 2  # the reconciler's: spec.replicas, which the HPA owns
+    assert not {"lastDecision", "running", "waiting", "lastScaleTime"} & set(status)
+    assert cluster.events("by-hpa", "TooFewReplicas") == [] and \
+        cluster.events("native", "TooFewReplicas")
