@@ -24,7 +24,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
