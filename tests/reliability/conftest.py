@@ -1,5 +1,5 @@
 """Fixtures of the reliability tests: the Kubernetes API emulator (kube_api), the real operator
-against it (operator), and a tiny model."""
+against it (operator), the chart rendered by Helm (render), and a tiny model."""
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +10,8 @@ import pytest
 from tests.fleet_operator.crd_schema import CRD_PATH
 from tests.fleet_operator.operator_process import Cluster, running_operator
 from tests.kube_emulator.fixtures import *  # noqa: F401,F403
+# The chart rendered by a real helm install into the emulator (for the operator pod's PSS check).
+from tests.packaging.conftest import api_create, helm, render, render_release  # noqa: F401
 from tests.server.support import build_tiny_model
 
 

@@ -9,17 +9,13 @@ decision (downscale window 0), which the last step of the test shows.
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
+from tests.reliability.support import IDLE, MetricsPod
 
-IDLE = b"sglang:num_running_reqs 0\nsglang:num_queue_reqs 0\n"
 BAD_METRICS = {  # pod index -> (what its /metrics answers, the word the operator must report)
     1: (b"<html>502 Bad Gateway</html>\n", "unparseable"),
     2: (b"sglang:num_running_reqs NaN\nsglang:num_queue_reqs 0\n", "invalid value nan"),
@@ -27,40 +23,6 @@ BAD_METRICS = {  # pod index -> (what its /metrics answers, the word the operato
     4: (None, "timeout"),  # never answers within the scrape timeout
 }
 NUM_PODS = 5
-HANG_S = 5.0  # longer than the operator's scrape timeout; bounded so the server can stop
-
-
-class MetricsPod:
-    """One pod's /metrics on host:port; `body` None = hang (up to HANG_S, or until stopped)."""
-
-    def __init__(self, host: str, port: int, body: bytes | None) -> None:
-        self.body = body
-        self.stopping = threading.Event()
-        pod = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if pod.body is None:
-                    pod.stopping.wait(HANG_S)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(pod.body)))
-                self.end_headers()
-                self.wfile.write(pod.body)
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
 
 @contextlib.contextmanager

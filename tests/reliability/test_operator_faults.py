@@ -10,30 +10,12 @@ from __future__ import annotations
 
 import time
 
-from tests.fleet_operator.crd_schema import ROOT, load_yaml
-from tests.fleet_operator.operator_process import Cluster
 from tests.fleet_operator.waiting import wait_for
+from tests.reliability.support import converged, fleet_doc
 
 FLEETS = r"/apis/scoring\.fleet\.dev/v1alpha1/(namespaces/default/)?scoringfleets"
 DEPLOYMENTS = r"/apis/apps/v1/namespaces/default/deployments"
 QUIET_S = 2.0  # how long the request log is watched for a hot loop
-
-
-def fleet_doc(name: str, replicas: int) -> dict:
-    doc = load_yaml(ROOT / "examples" / "minimal.yaml")
-    doc["metadata"]["name"] = name
-    doc["spec"]["replicas"] = replicas
-    return doc
-
-
-def converged(cluster: Cluster, name: str, replicas: int) -> bool:
-    """The Deployment has the fleet's replicas, and the fleet's status reports this generation."""
-    fleet, dep = cluster.fleet(name) or {}, cluster.deployment(name) or {}
-    status = fleet.get("status") or {}
-    return (dep.get("spec", {}).get("replicas") == replicas
-            and fleet.get("spec", {}).get("replicas") == replicas
-            and status.get("observedGeneration") == fleet["metadata"]["generation"]
-            and status.get("replicas") == replicas)
 
 
 def test_converges_through_5xx_bursts_conflicts_and_dropped_watches(operator, kube_api):

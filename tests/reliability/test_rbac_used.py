@@ -13,8 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
 from tests.packaging.test_rbac import CLUSTER_GRANTS, NAMESPACED_GRANTS
-from tests.reliability.test_metrics_faults import IDLE, MetricsPod
-from tests.reliability.test_operator_faults import converged, fleet_doc
+from tests.reliability.support import IDLE, MetricsPod, converged, fleet_doc
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 # Requests the test itself sends (kubectl, kube_api's urllib); the rest are the operator's.

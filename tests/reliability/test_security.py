@@ -17,7 +17,6 @@ import pytest
 from fleet_operator.builders import build_deployment
 from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
-from tests.packaging.conftest import api_create, helm, render, render_release  # noqa: F401
 from tests.packaging.helm_tool import by_kind
 from tests.reliability.pss import RULES, violations
 
