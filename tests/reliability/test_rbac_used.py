@@ -1,8 +1,7 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
 operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
 drift, delete) and map each request it sent to (API group, resource, verb). Every call must be
-granted; grants never used are printed (a least-privilege review, not a failure: some paths, e.g.
-`update`, are kopf's fallbacks).
+granted, and every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
 """
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
-from tests.packaging.test_rbac import CLUSTER_GRANTS, NAMESPACED_GRANTS
+from tests.packaging.test_rbac import CLUSTER_GRANTS, GRANTED_FOR_PATHS_NOT_RUN, NAMESPACED_GRANTS
 from tests.reliability.support import IDLE, MetricsPod, converged, fleet_doc
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -97,3 +96,6 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
     print(f"\noperator calls seen: {sorted(used)}\ngranted, not seen in this run: {unused}")
     assert used, "no operator request was logged"
     assert used <= granted, f"calls without a grant: {sorted(used - granted)}"
+    # Least privilege: every grant is used, or named with the path that needs it.
+    assert set(unused) <= set(GRANTED_FOR_PATHS_NOT_RUN), \
+        f"grants nothing uses: {sorted(set(unused) - set(GRANTED_FOR_PATHS_NOT_RUN))}"

@@ -71,41 +71,44 @@ The rules on ScoringFleets and the fleets' children: granted cluster-wide (all n
 Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 */}}
 {{- define "scoring-fleet.namespacedRules" -}}
-# The custom resource: handlers read and watch it; kopf patches finalizers and its annotations;
-# the operator writes status and the scale subresource (native autoscaling). It never creates or
-# deletes fleets: users do.
+# Exactly what the operator calls (tests/reliability/test_rbac_used.py records every request).
+# The custom resource: kopf lists, watches and patches it (finalizers, its annotations); the
+# operator reads it, writes status and the scale subresource (native autoscaling) by merge patch.
+# It never creates, replaces or deletes fleets: users do.
 - apiGroups: ["scoring.fleet.dev"]
   resources: ["scoringfleets"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["scoring.fleet.dev"]
   resources: ["scoringfleets/status", "scoringfleets/scale"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 # Children carry ownerReferences with blockOwnerDeletion, which clusters with the
 # OwnerReferencesPermissionEnforcement admission plugin allow only with this.
 - apiGroups: ["scoring.fleet.dev"]
   resources: ["scoringfleets/finalizers"]
   verbs: ["update"]
-# The children of a fleet: built, applied, reverted on drift, removed when a mode changes.
+# The children: read, created, merge-patched back on drift. Deployments are also watched (hand
+# edits are reverted at once); garbage collection deletes them with their fleet, so no delete.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+  verbs: ["create", "get", "list", "watch", "patch"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+  verbs: ["create", "get", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
+  verbs: ["create", "get", "patch"]
+# The HPA is also deleted when a fleet leaves hpa mode.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
-  verbs: ["create", "get", "list", "watch", "patch", "update", "delete"]
-# Pods are only read: the autoscaler scrapes each pod's /metrics at its podIP.
+  verbs: ["create", "get", "patch", "delete"]
+# Pods are only listed (by the fleet label): the autoscaler scrapes each pod's /metrics at its podIP.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
-# kopf posts (and aggregates) core/v1 Events about handlers and scaling decisions.
+  verbs: ["list"]
+# Events about reconciles and scaling decisions.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end -}}
 
 {{/* Cluster-scoped reads kopf needs in every mode. */}}
@@ -113,7 +116,7 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 # kopf lists and watches CRDs to notice when ScoringFleet's is (re)installed.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 {{- end -}}
 
 {{/* The operator's command line after `python -m fleet_operator`. */}}
