@@ -14,6 +14,8 @@ from fleet_operator.history import History, format_time
 PodStatus = Literal["sample", "missing", "pending", "unready", "ignored"]
 
 
+STEADY_REASONS = frozenset({"NoChange", "WithinTolerance"})
+
 @dataclass(frozen=True)
 class PodSample:
     """One pod as the decision sees it. load is running + waiting sequences, or None when the
@@ -96,9 +98,15 @@ class Decision:
         return self.desired_replicas != self.current_replicas
 
     def is_news(self, last_decision: Mapping | None) -> bool:
-        """Worth an Event: a rescale, or a reason or degraded state other than status.lastDecision's."""
+        """Worth an Event: a rescale, or a reason or degraded state other than status.lastDecision's.
+
+        NoChange and WithinTolerance both mean "the load fits this size": a load near a boundary
+        alternates between them every interval, and an Event for each would bury the ones that
+        explain the size.
+        """
         last = last_decision or {}
-        return (self.is_rescale or last.get("reason") != self.reason
+        reasons = {last.get("reason"), self.reason}
+        return (self.is_rescale or (len(reasons) > 1 and not reasons <= STEADY_REASONS)
                 or last.get("metricsDegraded") != self.degraded)
 
     def condition(self, type_: str) -> Condition:

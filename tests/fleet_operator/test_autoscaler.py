@@ -272,9 +272,12 @@ def test_history_from_malformed_status_is_empty(status):
 @pytest.mark.parametrize("pods, current, last, news", [
     (fleet(ready(64), ready(64)), 2, {"reason": "ScaleUp", "metricsDegraded": False}, True),
     (fleet(ready(32), ready(32)), 2, {"reason": "WithinTolerance", "metricsDegraded": False}, False),
-    (fleet(ready(32), ready(32)), 2, {"reason": "NoChange", "metricsDegraded": False}, True),
+    # Both steady: an Event every interval at a boundary would be noise.
+    (fleet(ready(32), ready(32)), 2, {"reason": "NoChange", "metricsDegraded": False}, False),
+    (fleet(ready(32), ready(32)), 2, {"reason": "ScaleDownStabilized", "metricsDegraded": False}, True),
     (fleet(ready(32), missing()), 2, {"reason": "WithinTolerance", "metricsDegraded": False}, True),
     (fleet(ready(32), ready(32)), 2, None, True),
-], ids=["rescale", "same-hold", "reason-changed", "degraded-changed", "first-decision"])
+], ids=["rescale", "same-hold", "steady-reason-changed", "reason-changed", "degraded-changed",
+        "first-decision"])
 def test_is_news_for_an_event(pods, current, last, news):
     assert decide(pods, current, SPEC, History(), NOW).is_news(last) is news
