@@ -54,6 +54,17 @@ def phases_s(runner, body: ScoreBody) -> tuple[float, float, float]:
     return t1 - t0, t2 - t1, t3 - t2
 
 
+def profile_table(runner, bodies: list[ScoreBody]) -> str:
+    """torch.profiler's self-CPU-time table of ModelRunner.run (bodies[0] only warms up)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    offline.runner_scores(runner, bodies[0])
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for body in bodies[1:]:
+            offline.runner_scores(runner, body)
+    return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
+
+
 def mixed_lengths(body: ScoreBody, seed: int) -> ScoreBody:
     """The same request with item lengths spread uniformly over 20..len(item)."""
     rng = random.Random(seed)
@@ -65,8 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.explore_runner", description=__doc__)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--requests", type=int, default=4, help="requests per measurement")
+    parser.add_argument("--profile", action="store_true",
+                        help="only print torch.profiler's operators for 2 float32 requests")
     args = parser.parse_args(argv)
     f32 = offline.load_runner(torch.float32)
+    if args.profile:
+        print(profile_table(f32, make_bodies(Workload(), 3, seed=5)))
+        return 0
     bf16 = offline.with_dtype(f32, torch.bfloat16)
     bodies = make_bodies(Workload(), 1 + args.repeats * args.requests, seed=11)
     offline.runner_scores(f32, bodies[0])
