@@ -104,10 +104,10 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
         items_per_s, peaks = server_items_per_s(server, bodies, args.concurrency, rss)
         report.path("3" + suffix, f"server over HTTP, closed loop, {args.concurrency} in flight",
                     dtype).runs.append(items_per_s)
+        keys = (["1"] if naive_model is not None else []) + ["2" + suffix, "3" + suffix]
         progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
-            f"{key} {path.runs[-1]:.2f}" for key, path in report.paths.items()
-            if key.endswith(suffix) or key == "1") + f" items/s; peak running "
-            f"{peaks.peak_running}, waiting {peaks.peak_waiting}")
+            f"{key} {report.paths[key].runs[-1]:.2f}" for key in keys) + " items/s; peak "
+            f"running {peaks.peak_running}, waiting {peaks.peak_waiting}")
         if naive_model is not None and repeat == 1:
             num = len(bodies[:args.naive_requests]) * len(bodies[0].items)
             diff = offline.max_abs_diff(naive.scores, measured.scores[:num])
