@@ -9,6 +9,7 @@ import uvicorn
 
 from server.app import create_app
 from server.config import ServerConfig, parse_args
+from server.cpus import detect_usable_cpus
 from server.engine import Engine
 from server.model_loader import ModelLoadError, load_model, resolve_device, resolve_dtype
 from server.model_runner import ModelRunner
@@ -34,8 +35,7 @@ class DrainingServer(uvicorn.Server):
 
 
 def build_engine(config: ServerConfig) -> Engine:
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(config.num_threads or detect_usable_cpus())
     device = resolve_device(config.device)
     model, tokenizer = load_model(config.model_path, device, resolve_dtype(config.dtype, device))
     return Engine(config, ModelRunner(model, tokenizer, device))
@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except ModelLoadError as error:
         log.error("%s", error)
         return 2
-    log.info("model %s ready on %s (%s); serving on %s:%d", config.model_name,
-             engine.runner.device, engine.runner.dtype, config.host, config.port)
+    log.info("model %s ready on %s (%s, %d threads); serving on %s:%d", config.model_name,
+             engine.runner.device, engine.runner.dtype, torch.get_num_threads(), config.host,
+             config.port)
     uv_config = uvicorn.Config(create_app(config, engine), host=config.host, port=config.port,
                                log_level="info", timeout_graceful_shutdown=config.request_timeout_s)
     DrainingServer(uv_config, engine).run()

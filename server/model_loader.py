@@ -32,8 +32,11 @@ def resolve_device(device: str) -> torch.device:
 
 
 def cpu_has_native_bf16() -> bool:
-    capability = torch.backends.cpu.get_cpu_capability().lower()
-    return "avx512" in capability or "amx" in capability
+    """AVX512-BF16 or AMX, as oneDNN sees it (plain AVX-512 would emulate bf16 slowly)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch build without oneDNN
+        return False
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
