@@ -1,4 +1,4 @@
-"""The HTTP contract of the scoring server (../shared/spec/score-server.md), through real HTTP.
+"""The HTTP contract of the scoring server (SGLang-compatible /v1/score, /get_load, /metrics), through real HTTP.
 
 Scores and tokenization come from a tiny random Llama served once per module (real tokenizer, real
 ModelRunner); the failure paths (queue full, timeout, failing forward, disconnect) use a FakeRunner
