@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     log.info("model %s ready on %s (%s, %d threads); serving on %s:%d", config.model_name,
              engine.runner.device, engine.runner.dtype, torch.get_num_threads(), config.host,
              config.port)
-    uv_config = uvicorn.Config(create_app(config, engine), host=config.host, port=config.port,
-                               log_level="info", timeout_graceful_shutdown=config.request_timeout_s)
+    app = create_app(engine.config, engine)  # the effective config: device defaults filled in
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="info",
+                               timeout_graceful_shutdown=config.request_timeout_s)
     DrainingServer(uv_config, engine).run()
     return 0
 

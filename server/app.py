@@ -94,7 +94,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
 
     @app.get("/get_server_info")
     async def server_info() -> dict:
-        return {**config.to_dict(), "model_name": config.model_name,
+        return {**engine.config.to_dict(), "model_name": config.model_name,
                 "context_length": engine.input_limits.max_context_tokens,
                 "vocab_size": engine.input_limits.vocab_size,
                 "dtype": str(getattr(engine.runner, "dtype", "unknown")).removeprefix("torch."),

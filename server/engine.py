@@ -42,6 +42,7 @@ class ScoreResult:
 
 class Engine:
     def __init__(self, config: ServerConfig, runner: Runner) -> None:
+        config = config.for_device(str(getattr(runner, "device", "cpu")).split(":")[0])
         self.config = config
         self.runner = runner
         self.scheduler = Scheduler(SchedulerLimits(
@@ -53,7 +54,7 @@ class Engine:
         self.input_limits = InputLimits(
             vocab_size=runner.vocab_size,
             max_context_tokens=runner.max_context_tokens,
-            max_sequence_tokens=min(config.max_prefill_tokens, config.max_total_tokens),
+            max_sequence_tokens=config.max_total_tokens,
             max_items_per_request=config.max_items_per_request,
         )
         self.metrics = ServerMetrics(config.model_name, config.max_total_tokens,

@@ -21,7 +21,7 @@ Tokenize = Callable[[str], list[int]]
 class InputLimits:
     vocab_size: int
     max_context_tokens: int       # the model's context window
-    max_sequence_tokens: int      # the most one sequence may hold (prefill and total budgets)
+    max_sequence_tokens: int      # the most one sequence may hold (max_total_tokens)
     max_items_per_request: int
 
 
@@ -99,5 +99,5 @@ def check_length(index: int, num_tokens: int, limits: InputLimits) -> None:
         raise BadRequest(f"item {index}: {num_tokens} tokens exceed the model's context length "
                          f"of {limits.max_context_tokens}")
     if num_tokens > limits.max_sequence_tokens:
-        raise BadRequest(f"item {index}: {num_tokens} tokens exceed the server's per-batch limit "
-                         f"of {limits.max_sequence_tokens} (max_prefill_tokens/max_total_tokens)")
+        raise BadRequest(f"item {index}: {num_tokens} tokens exceed max_total_tokens="
+                         f"{limits.max_sequence_tokens}, the most the server holds at once")

@@ -80,7 +80,8 @@ class Scheduler:
         """Move the longest FIFO prefix of the waiting queue that fits the limits into a batch.
 
         FIFO without skipping: a large sequence at the head is never starved by small ones behind
-        it. Admission guarantees every sequence fits an empty server on its own.
+        it. max_prefill_tokens shapes batches but refuses no sequence: one larger than it runs
+        alone. Admission guarantees every sequence fits max_total_tokens on its own.
         """
         self.release_finished()
         num_running = len(self.running)
@@ -90,7 +91,7 @@ class Scheduler:
         while self.waiting:
             seq = self.waiting[0]
             if (num_running + len(batch) + 1 > self.limits.max_running_requests
-                    or batch_tokens + seq.num_tokens > self.limits.max_prefill_tokens
+                    or (batch and batch_tokens + seq.num_tokens > self.limits.max_prefill_tokens)
                     or running_tokens + batch_tokens + seq.num_tokens > self.limits.max_total_tokens):
                 break
             self.waiting.popleft()

@@ -312,12 +312,20 @@ def test_chunked_body_over_the_byte_limit_is_a_413():
         assert response.status_code == 413, response.text
 
 
-def test_a_sequence_over_the_prefill_budget_is_a_400_naming_the_limit():
-    with serving(FakeRunner(), max_prefill_tokens=8) as (url, _):
+def test_a_sequence_over_the_token_budget_is_a_400_naming_the_limit():
+    with serving(FakeRunner(), max_total_tokens=8, max_prefill_tokens=8) as (url, _):
         response = post(url, {"query": [1] * 6, "items": [[2], [3] * 3], "label_token_ids": [1]})
         assert response.status_code == 400
         assert "item 1: 9 tokens" in response.json()["message"]
-        assert "max_prefill_tokens" in response.json()["message"]
+        assert "max_total_tokens" in response.json()["message"]
+
+
+def test_a_sequence_over_the_prefill_budget_runs_alone():
+    runner = FakeRunner()
+    with serving(runner, max_prefill_tokens=8) as (url, _):
+        response = post(url, {"query": [1] * 6, "items": [[2], [3] * 3, [4]], "label_token_ids": [1]})
+        assert response.status_code == 200 and len(response.json()["scores"]) == 3
+    assert runner.batches == [1, 1, 1]  # 7 fits alone; 9 > 8 runs alone; 7 again alone
 
 
 def test_counters_and_histograms_add_up_the_finished_requests():

@@ -132,3 +132,11 @@ async def test_no_items_answers_without_scheduling():
     result = await engine.score(body(0))
     assert (result.scores, result.num_prompt_tokens, runner.batches) == ([], 0, [])
     await engine.stop()
+
+
+@pytest.mark.parametrize("device, expected", [("cpu", 4096), ("cuda", 16384)])
+def test_the_prefill_budget_defaults_by_device(device, expected):
+    runner = FakeRunner()
+    runner.device = device
+    assert Engine(ServerConfig(), runner).scheduler.limits.max_prefill_tokens == expected
+    assert Engine(ServerConfig(max_prefill_tokens=100), runner).config.max_prefill_tokens == 100

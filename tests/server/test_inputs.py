@@ -72,7 +72,7 @@ def test_no_items_means_no_sequences():
         pytest.param({"items": [[100]]}, "outside the vocabulary", id="item-id-past-vocab"),
         pytest.param({"query": [-3]}, "outside the vocabulary", id="negative-query-id"),
         pytest.param({"items": [[1]] * 5}, "max_items_per_request=4", id="too-many-items"),
-        pytest.param({"items": [list(range(14))]}, "per-batch limit", id="longer-than-batch"),
+        pytest.param({"items": [list(range(14))]}, "max_total_tokens=16", id="longer-than-the-token-budget"),
         pytest.param({"query": [], "items": [[]]}, "both empty", id="empty-sequence"),
         pytest.param({"query": "a\ud800", "items": ["b"]}, "not valid Unicode", id="lone-surrogate"),
     ],

@@ -48,6 +48,13 @@ def test_running_tokens_count_against_total_budget_until_released():
     assert len(second.sequences) == 2
 
 
+def test_a_sequence_over_the_prefill_budget_runs_alone():
+    scheduler = Scheduler(limits(prefill=4))  # every sequence is 5 tokens
+    scheduler.add(make_request(2))
+    assert len(scheduler.schedule().sequences) == 1
+    assert len(scheduler.schedule().sequences) == 1  # the first is still running: total allows it
+
+
 def test_fifo_does_not_skip_a_large_head():
     scheduler = Scheduler(limits(prefill=10))
     big = make_request(1, prefix_len=0, item_len=8)
