@@ -7,7 +7,6 @@ Status error bodies. The emulator calls these; the store only keeps what they re
 import copy
 import datetime
 import secrets
-import string
 import uuid
 from dataclasses import dataclass
 from typing import Any

@@ -10,7 +10,6 @@ import pytest
 import schemathesis
 from schemathesis import checks
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from server.config import ServerConfig
 from server.engine import Engine
