@@ -3,17 +3,15 @@ nothing (or holds each batch a moment), served by uvicorn on 127.0.0.1 in a thre
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import pytest
-import uvicorn
 
 from bench.free_server import FreeRunner
 from bench.server_process import free_port
-from server.app import create_app
 from server.config import ServerConfig
 from server.engine import Engine
+from tests.server.support import live_server
 
 
 class HoldingRunner(FreeRunner):
@@ -30,19 +28,8 @@ class HoldingRunner(FreeRunner):
 @contextlib.contextmanager
 def serve(runner):
     config = ServerConfig(host="127.0.0.1", port=free_port())
-    server = uvicorn.Server(uvicorn.Config(create_app(config, Engine(config, runner)),
-                                           host=config.host, port=config.port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://{config.host}:{config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with live_server(config, Engine(config, runner)) as url:
+        yield url
 
 
 @pytest.fixture
