@@ -154,7 +154,7 @@ def _parse_server(srv: Mapping[str, Any]) -> ServerSpec:
         max_running_requests=_int(srv, "maxRunningRequests", path, 256, minimum=1),
         max_prefill_tokens=_int(srv, "maxPrefillTokens", path, 16384, minimum=1),
         max_total_tokens=_int(srv, "maxTotalTokens", path, 65536, minimum=1),
-        max_queued_requests=_int(srv, "maxQueuedRequests", path, 1024, minimum=0),
+        max_queued_requests=_int(srv, "maxQueuedRequests", path, 1024, minimum=1),
         request_timeout_s=_int(srv, "requestTimeoutSeconds", path, 60, minimum=1),
     )
 

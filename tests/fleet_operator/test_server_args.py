@@ -1,0 +1,33 @@
+"""The flags the operator builds are flags the server accepts: the Deployment's args run through the
+server's own command-line parser, so a fleet the operator calls valid never crash-loops on start."""
+from __future__ import annotations
+
+import pytest
+
+from fleet_operator.builders import build_deployment
+from fleet_operator.spec import parse_fleet
+from server.config import parse_args
+from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
+
+
+def server_config_of(spec: dict):
+    deployment = build_deployment(parse_fleet("f", "default", spec))
+    return parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_gives_flags_the_server_accepts(path):
+    doc = load_yaml(path)
+    config = server_config_of(doc["spec"])
+    assert config.host == "0.0.0.0"
+    assert config.port == doc["spec"].get("server", {}).get("port", 30000)
+
+
+@pytest.mark.parametrize("server, expected_items", [
+    pytest.param({"maxQueuedRequests": 9}, 9, id="small-queue-caps-items"),
+    pytest.param({"maxQueuedRequests": 1}, 1, id="queue-of-one"),
+    pytest.param({"maxQueuedRequests": 5000}, 1024, id="large-queue"),
+])
+def test_a_small_queue_is_a_working_server_not_a_crash_loop(server, expected_items):
+    spec = {"model": {"source": "m.gguf"}, "image": "x", "server": server}
+    assert server_config_of(spec).max_items_per_request == expected_items
