@@ -52,6 +52,9 @@ def fleet_labels(name: str) -> dict[str, str]:
 def server_args(fleet: FleetSpec) -> list[str]:
     """The server's command-line flags, from spec.model and spec.server."""
     srv = fleet.server
+    # No --max-prefill-tokens unless set: the server's default depends on its device.
+    prefill = [] if srv.max_prefill_tokens is None else [
+        "--max-prefill-tokens", str(srv.max_prefill_tokens)]
     return [
         "--model-path", fleet.model.source,
         "--served-model-name", fleet.model.served_name,
@@ -60,7 +63,7 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--dtype", fleet.model.dtype,
         "--device", "cuda" if fleet.resources.gpus > 0 else "cpu",
         "--max-running-requests", str(srv.max_running_requests),
-        "--max-prefill-tokens", str(srv.max_prefill_tokens),
+        *prefill,
         "--max-total-tokens", str(srv.max_total_tokens),
         "--max-queued-requests", str(srv.max_queued_requests),
         "--request-timeout", str(srv.request_timeout_s),

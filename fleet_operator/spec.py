@@ -53,7 +53,7 @@ class ResourceSpec:
 class ServerSpec:
     port: int = 30000
     max_running_requests: int = 256
-    max_prefill_tokens: int = 16384
+    max_prefill_tokens: int | None = None  # None: the server picks by device
     max_total_tokens: int = 65536
     max_queued_requests: int = 1024
     request_timeout_s: int = 60
@@ -152,7 +152,8 @@ def _parse_server(srv: Mapping[str, Any]) -> ServerSpec:
     return ServerSpec(
         port=port,
         max_running_requests=_int(srv, "maxRunningRequests", path, 256, minimum=1),
-        max_prefill_tokens=_int(srv, "maxPrefillTokens", path, 16384, minimum=1),
+        max_prefill_tokens=(_int(srv, "maxPrefillTokens", path, None, minimum=1)
+                            if srv.get("maxPrefillTokens") is not None else None),
         max_total_tokens=_int(srv, "maxTotalTokens", path, 65536, minimum=1),
         max_queued_requests=_int(srv, "maxQueuedRequests", path, 1024, minimum=1),
         request_timeout_s=_int(srv, "requestTimeoutSeconds", path, 60, minimum=1),

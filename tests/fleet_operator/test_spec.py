@@ -27,7 +27,7 @@ def test_minimal_spec_takes_every_default():
     assert fleet.model == ModelSpec(source="Qwen/Qwen3-0.6B", served_name="qwen", dtype="auto")
     assert (fleet.name, fleet.namespace, fleet.image, fleet.replicas) == ("qwen", "team-a", IMAGE, 1)
     assert fleet.resources == ResourceSpec(gpus=1, cpu="4", memory="16Gi")
-    assert fleet.server == ServerSpec(port=30000, max_running_requests=256, max_prefill_tokens=16384,
+    assert fleet.server == ServerSpec(port=30000, max_running_requests=256, max_prefill_tokens=None,
                                       max_total_tokens=65536, max_queued_requests=1024,
                                       request_timeout_s=60)
     assert fleet.autoscaling == AutoscalingSpec()
