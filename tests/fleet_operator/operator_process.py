@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.processes import stop
 from tests.fleet_operator.crd_schema import ROOT, schema_errors
 
 FLEET = "qwen-scorer"  # examples/minimal.yaml
@@ -69,10 +70,5 @@ def running_operator(kube_api: Any, log_path: Path, *args: str) -> Iterator[subp
         try:
             yield proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+            stop(proc)
             print(log_path.read_text()[-5000:])  # shown by pytest when the test failed

@@ -30,6 +30,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.processes import stop
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.operator_process import Cluster
@@ -94,14 +95,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScoringServers
         yield ScoringServers(hosts, port, procs)
     finally:
         for proc in procs:
-            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGCONT)  # a test may have frozen it
             proc.terminate()
         for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+            stop(proc)
 
 
 def total_load(hosts: list[str], port: int) -> float:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.processes import stop
 from tests.packaging.helm_tool import by_kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,12 +76,7 @@ def operator_from_chart(render, kube_api, tmp_path) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/healthz"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         log.close()
 
 
