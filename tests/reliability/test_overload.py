@@ -117,16 +117,19 @@ def test_memory_after_run_three_is_not_far_above_run_one(story):
 
 def never_read(answer: Answer) -> bool:
     """No HTTP answer because the server never read the request: the connection was refused
-    (listener closed), or reset while it sat in the kernel's accept backlog as the listener
-    closed (uvicorn does not accept the backlog before closing; the client sees ECONNRESET)."""
-    return answer.error == "ClientConnectorError" or (
+    (listener closed), reset while it sat in the kernel's accept backlog as the listener closed
+    (uvicorn does not accept the backlog before closing; the client sees ECONNRESET), or accepted
+    but closed before its request was parsed (uvicorn's shutdown closes every connection with no
+    request cycle yet; one whose request was read keeps its cycle and is answered). An app that
+    dropped a request it had read would show a traceback, which the exit-code test rules out."""
+    return answer.error in ("ClientConnectorError", "ServerDisconnectedError") or (
         answer.error == "ClientOSError" and "reset by peer" in answer.detail)
 
 
 def test_sigterm_under_load_answers_every_admitted_request(story):
-    # Each request on its own connection: a request the server read and then dropped would be a
-    # ServerDisconnectedError or a client timeout; none may occur. HTTP answers are 200 (admitted
-    # before SIGTERM, drained), 503 (queue full, or draining) or 504.
+    # Each request on its own connection. HTTP answers are 200 (admitted before SIGTERM, drained),
+    # 503 (queue full, or draining) or 504; the rest never reached the application (never_read).
+    # A client timeout, or any other error, would mean a request was lost.
     answers = story.drain_answers
     assert any(a.status == 200 for a in answers) and any(a.status == NO_ANSWER for a in answers)
     assert all(a.status in ALLOWED or never_read(a) for a in answers), \
