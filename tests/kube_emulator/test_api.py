@@ -37,16 +37,6 @@ def _first(events, count: int) -> list:
     return taken
 
 
-@pytest.fixture()
-def core(kube_api):
-    return kubernetes.client.CoreV1Api(kube_api.client())
-
-
-@pytest.fixture()
-def apps(kube_api):
-    return kubernetes.client.AppsV1Api(kube_api.client())
-
-
 def test_create_stamps_metadata(core):
     created = core.create_namespaced_config_map('default', _configmap('a'))
     meta = created.metadata

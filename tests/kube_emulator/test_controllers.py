@@ -1,8 +1,6 @@
 """Finalizers, garbage collection and the fake Deployment controller, seen through the kubernetes client."""
 import time
 
-import kubernetes
-import pytest
 from kubernetes.client import ApiException
 
 _SETTLE_S = 5.0  # the controllers act within milliseconds; this only bounds the polling
@@ -33,16 +31,6 @@ def _deployment(name: str, replicas: int) -> dict:
     return {'apiVersion': 'apps/v1', 'kind': 'Deployment', 'metadata': {'name': name, 'labels': labels},
             'spec': {'replicas': replicas, 'selector': {'matchLabels': labels}, 'template': {
                 'metadata': {'labels': labels}, 'spec': {'containers': [{'name': 'main', 'image': 'x:1'}]}}}}
-
-
-@pytest.fixture()
-def core(kube_api):
-    return kubernetes.client.CoreV1Api(kube_api.client())
-
-
-@pytest.fixture()
-def apps(kube_api):
-    return kubernetes.client.AppsV1Api(kube_api.client())
 
 
 def test_delete_with_finalizer_waits_until_the_last_one_is_removed(core):
