@@ -12,9 +12,8 @@ import kopf
 from kopf import cli
 
 from fleet_operator import handlers
-from fleet_operator.reconcile import OperatorConfig
-
-ANNOTATION_PREFIX = "scoring.fleet.dev"
+from fleet_operator.context import OperatorConfig
+from fleet_operator.names import ANNOTATION_PREFIX
 
 
 def make_settings() -> kopf.OperatorSettings:

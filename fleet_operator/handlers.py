@@ -1,9 +1,10 @@
-"""kopf handlers: thin entry points into reconcile.py and autoscale.py, registered on a registry passed in.
+"""kopf handlers: thin entry points into reconcile.py and autoscaling/tick.py, on a registry passed in.
 
 No module-level decorators: register(registry) adds every handler to the registry it is given, so
-each operator run (and each test) gets a fresh one instead of kopf's process-global default.
-Handlers turn kube.ApiError into kopf's retry vocabulary: TemporaryError with exponential backoff for
-409/429/5xx/unreachable, PermanentError for the rest.
+each operator run (and each test) gets a fresh one instead of kopf's process-global default. The
+OperatorContext is built once at start-up and kept in kopf's memo. Handlers turn kube.ApiError into
+kopf's retry vocabulary: TemporaryError with exponential backoff for 409/429/5xx/unreachable,
+PermanentError for the rest.
 """
 from __future__ import annotations
 
@@ -11,24 +12,24 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 import kopf
 
-from fleet_operator import kube
-from fleet_operator.autoscale import TICK_S, DeploymentMissing, autoscale_fleet, is_due, is_native
-from fleet_operator.builders import API_GROUP, FLEET_LABEL
-from fleet_operator.reconcile import (
-    FleetLocks,
-    OperatorConfig,
-    backoff_s,
-    owner_fleet,
-    reconcile_fleet,
-)
+from fleet_operator import kube, names
+from fleet_operator.autoscaling.spec import is_native
+from fleet_operator.autoscaling.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due
+from fleet_operator.context import FleetLocks, OperatorConfig, OperatorContext
+from fleet_operator.reconcile import owner_fleet, reconcile_fleet
 
-FLEETS = (API_GROUP, "v1alpha1", "scoringfleets")
+FLEETS = (names.GROUP, names.VERSION, names.PLURAL)
 DEPLOYMENTS = ("apps", "v1", "deployments")
+MAX_BACKOFF_S = 60.0
+
+
+def backoff_s(retry: int) -> float:
+    """Delay before retry number `retry` (0-based) of a failed API call: 1, 2, 4 ... 60 s."""
+    return min(2.0 ** retry, MAX_BACKOFF_S)
 
 
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -36,20 +37,18 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 def start(memo: kopf.Memo, config: OperatorConfig, **_: Any) -> None:
-    memo.api = kube.connect()
-    memo.config = config
-    memo.locks = FleetLocks()
+    memo.context = OperatorContext(api=kube.connect(), config=config, locks=FleetLocks())
 
 
 def stop(memo: kopf.Memo, **_: Any) -> None:
-    memo.api.close()
+    memo.context.api.close()
 
 
 def reconcile(name: str, namespace: str, uid: str, memo: kopf.Memo, retry: int,
               logger: logging.Logger, **_: Any) -> None:
     """create / update / resume / resync: one level-based path."""
     with _api_errors(retry):
-        result = reconcile_fleet(memo.api, namespace, name, memo.config, memo.locks, _now(), uid)
+        result = reconcile_fleet(memo.context, namespace, name, uid)
     if result is not None and result.spec_error:
         logger.warning("Invalid spec: %s", result.spec_error)  # no retry: a new spec wakes us
 
@@ -61,8 +60,7 @@ def child_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     if type is None or owner is None:  # None: the initial listing, which resume already covers
         return
     try:
-        reconcile_fleet(memo.api, body["metadata"]["namespace"], owner[0], memo.config,
-                        memo.locks, _now(), owner[1])
+        reconcile_fleet(memo.context, body["metadata"]["namespace"], owner[0], owner[1])
     except kube.ApiError as e:  # event handlers are not retried; the resync timer catches up
         logger.warning("Reconcile after a Deployment event failed: %s", e)
 
@@ -73,11 +71,11 @@ def autoscale(name: str, namespace: str, uid: str, spec: kopf.Spec, status: kopf
 
     The due check reads kopf's copy of the fleet (no API call per tick); the tick reads it afresh.
     """
-    if not is_due(spec, status, _now()):
+    if not is_due(spec, status, memo.context.clock()):
         return
     with _api_errors(retry):
         try:
-            result = autoscale_fleet(memo.api, namespace, name, memo.config, memo.locks, uid=uid)
+            result = autoscale_fleet(memo.context, namespace, name, uid)
         except DeploymentMissing as e:
             raise kopf.TemporaryError(str(e), delay=backoff_s(retry)) from e
     if result is not None and result.event is not None:
@@ -101,7 +99,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     kopf.timer(*FLEETS, registry=registry, id="autoscale", interval=TICK_S, sharp=True,
                when=is_natively_autoscaled)(autoscale)
     kopf.on.event(*DEPLOYMENTS, registry=registry,
-                  labels={FLEET_LABEL: kopf.PRESENT})(child_changed)
+                  labels={names.FLEET_LABEL: kopf.PRESENT})(child_changed)
 
 
 @contextlib.contextmanager
@@ -112,7 +110,3 @@ def _api_errors(retry: int) -> Iterator[None]:
         if kube.is_retryable(e.status):
             raise kopf.TemporaryError(str(e), delay=backoff_s(retry)) from e
         raise kopf.PermanentError(str(e)) from e
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)

@@ -1,15 +1,16 @@
 """The only module that talks to the Kubernetes API (kopf's own watching aside).
 
 Plain dicts in and out over the `kubernetes` client's REST layer: get, create, merge-patch, delete,
-create-or-patch of a child (patching only drifted fields), the fleet's status and scale
-subresources, Pods of a fleet, and Events. Errors become ApiError with the HTTP status; callers decide
-what to retry (is_retryable). Synchronous: kopf runs sync handlers in its thread pool.
+create-or-patch of a child (patching only drifted fields), the fleet's status subresource (written
+with a resourceVersion precondition, retried on 409) and scale subresource, Pods of a fleet, and
+Events. Errors become ApiError with the HTTP status; callers decide what to retry (is_retryable).
+Synchronous: kopf runs sync handlers in its thread pool.
 """
 from __future__ import annotations
 
 import json
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,13 +18,13 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from fleet_operator.builders import API_GROUP, FLEET_LABEL, KIND
+from fleet_operator import names
+from fleet_operator.clock import format_time
 from fleet_operator.drift import drift_patch
 
 MERGE_PATCH = "application/merge-patch+json"
-FLEET_API_VERSION = f"{API_GROUP}/v1alpha1"
-FLEET_PLURAL = "scoringfleets"
-COMPONENT = "scoring-fleet-operator"
+# Status writes lost to a concurrent writer are recomputed over the fresh fleet this many times.
+MAX_STATUS_ATTEMPTS = 5
 PLURALS = {
     "Deployment": "deployments",
     "Service": "services",
@@ -31,7 +32,7 @@ PLURALS = {
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "Pod": "pods",
     "Event": "events",
-    KIND: FLEET_PLURAL,
+    names.KIND: names.PLURAL,
 }
 
 
@@ -149,29 +150,73 @@ def apply(api: kubernetes.client.ApiClient, desired: Mapping[str, Any],
 
 
 def get_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
-    return get(api, FLEET_API_VERSION, KIND, namespace, name)
+    return get(api, names.API_VERSION, names.KIND, namespace, name)
 
 
 def patch_fleet_status(api: kubernetes.client.ApiClient, namespace: str, name: str,
-                       status: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge `status` into the fleet's .status through the status subresource."""
-    path = object_path(FLEET_API_VERSION, KIND, namespace, name, "status")
-    return request(api, "PATCH", path, body={"status": dict(status)}, content_type=MERGE_PATCH)
+                       status: Mapping[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+    """Merge `status` into the fleet's .status through the status subresource.
+
+    With resource_version, the write is refused (ApiError 409) if the fleet changed since.
+    """
+    path = object_path(names.API_VERSION, names.KIND, namespace, name, "status")
+    return request(api, "PATCH", path, body=_precondition({"status": dict(status)}, resource_version),
+                   content_type=MERGE_PATCH)
+
+
+def update_fleet_status(api: kubernetes.client.ApiClient, body: Mapping[str, Any],
+                        make_patch: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+                        ) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """Write make_patch(fleet) to the fleet's status, computed over the fleet it will land on.
+
+    Optimistic concurrency: the patch carries the resourceVersion of the fleet it was computed
+    from; on a 409 the fleet is read again and the patch recomputed, so a merge patch of
+    .status.conditions never drops what another writer wrote meanwhile. Returns (the fleet the
+    written patch was computed over, the patch; {} when nothing needed writing), or None if the
+    fleet is gone.
+    """
+    meta = body["metadata"]
+    current: Mapping[str, Any] | None = body
+    for attempt in range(MAX_STATUS_ATTEMPTS):
+        if current is None:
+            return None
+        patch = make_patch(current)
+        if not patch:
+            return current, patch
+        try:
+            patch_fleet_status(api, meta["namespace"], meta["name"], patch,
+                               current["metadata"].get("resourceVersion"))
+            return current, patch
+        except ApiError as e:
+            if e.status != 409 or attempt == MAX_STATUS_ATTEMPTS - 1:
+                raise
+        current = get_fleet(api, meta["namespace"], meta["name"])
+    raise AssertionError("unreachable")
 
 
 def scale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
-                replicas: int) -> dict[str, Any]:
-    """Set the fleet's .spec.replicas through its scale subresource (what an HPA would do)."""
-    path = object_path(FLEET_API_VERSION, KIND, namespace, name, "scale")
-    return request(api, "PATCH", path, body={"spec": {"replicas": replicas}},
+                replicas: int, resource_version: str | None = None) -> dict[str, Any]:
+    """Set the fleet's .spec.replicas through its scale subresource (what an HPA would do).
+
+    With resource_version, the write is refused (ApiError 409) if the fleet changed since.
+    """
+    path = object_path(names.API_VERSION, names.KIND, namespace, name, "scale")
+    return request(api, "PATCH", path,
+                   body=_precondition({"spec": {"replicas": replicas}}, resource_version),
                    content_type=MERGE_PATCH)
+
+
+def _precondition(patch: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+    if resource_version is None:
+        return patch
+    return {"metadata": {"resourceVersion": resource_version}, **patch}
 
 
 def list_fleet_pods(api: kubernetes.client.ApiClient, namespace: str,
                     name: str) -> list[dict[str, Any]]:
     """The fleet's Pods (by the fleet label), in any phase."""
     answer = request(api, "GET", object_path("v1", "Pod", namespace),
-                     query={"labelSelector": f"{FLEET_LABEL}={name}"})
+                     query={"labelSelector": names.selector_string(name)})
     return list(answer.get("items") or [])
 
 
@@ -179,7 +224,7 @@ def post_event(api: kubernetes.client.ApiClient, involved: Mapping[str, Any], ty
                reason: str, message: str, now: datetime) -> dict[str, Any]:
     """A core/v1 Event about `involved` (an object with apiVersion, kind, metadata)."""
     meta = involved["metadata"]
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     event = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -190,8 +235,8 @@ def post_event(api: kubernetes.client.ApiClient, involved: Mapping[str, Any], ty
         "type": type_,
         "reason": reason,
         "message": message[:1024],
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
+        "source": {"component": names.COMPONENT},
+        "reportingComponent": names.COMPONENT,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,

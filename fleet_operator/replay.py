@@ -3,7 +3,7 @@
     python -m fleet_operator.replay TRACE.json --out plot.png
 
 Owns the trace format and a deliberately simple Deployment simulation; the decision itself is
-autoscaler.decide(), the same function the operator calls. No cluster, no network, no clock.
+autoscaling.decide(), the same function the operator calls. No cluster, no network, no clock.
 
 Trace (JSON):
     {
@@ -33,11 +33,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
-from fleet_operator.autoscaler import decide
-from fleet_operator.decision import Decision, PodSample
-from fleet_operator.history import History
-from fleet_operator.spec import SpecError, parse_autoscaling
-from fleet_operator.autoscaling_spec import AutoscalingSpec
+from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.values import Decision, PodSample
+from fleet_operator.autoscaling.history import History
+from fleet_operator.autoscaling.spec import AutoscalingSpec, SpecError, parse_autoscaling
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # trace time 0
 

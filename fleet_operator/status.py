@@ -1,23 +1,46 @@
-"""Pure: a ScoringFleet's status from what the reconciler or the native autoscaler saw.
+"""Pure: a ScoringFleet's status from what the reconciler or the native autoscaler saw, and who owns what.
 
-One set_condition() for every condition type (Ready, SpecValid from fleet_status(); the autoscaler's
-MetricsAvailable / MetricsDegraded / ScalingLimited from autoscaler_status()): lastTransitionTime
-moves only when the status value changes. Times come in as arguments, never from the clock.
+Two writers share .status, each with its own fields and conditions (OWNED_FIELDS, OWNED_CONDITIONS);
+status_patch() refuses a patch that touches the other writer's. One set_condition() for every
+condition type: lastTransitionTime moves only when the status value changes. Times come in as
+arguments, never from the clock.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
-from fleet_operator.builders import selector_string
-from fleet_operator.decision import Decision
-from fleet_operator.history import history_to_status
+from fleet_operator.names import selector_string
+from fleet_operator.autoscaling.history import history_to_status
+from fleet_operator.autoscaling.values import Decision
+from fleet_operator.clock import format_time
+
+Writer = Literal["reconciler", "autoscaler"]
+
+# desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
+# reconciler (spec.replicas); owned_fields() applies that. Both own their own conditions only.
+OWNED_FIELDS: dict[Writer, frozenset[str]] = {
+    "reconciler": frozenset({"replicas", "readyReplicas", "selector", "observedGeneration",
+                             "desiredReplicas", "conditions"}),
+    "autoscaler": frozenset({"desiredReplicas", "running", "waiting", "lastDecision",
+                             "autoscalerHistory", "lastScaleTime", "conditions"}),
+}
+OWNED_CONDITIONS: dict[Writer, frozenset[str]] = {
+    "reconciler": frozenset({"SpecValid", "Ready"}),
+    "autoscaler": frozenset({"MetricsAvailable", "MetricsDegraded", "ScalingLimited"}),
+}
 
 
-def rfc3339(now: datetime) -> str:
-    """A UTC timestamp as Kubernetes writes it: 2026-11-29T18:42:05Z."""
-    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+class OwnershipError(AssertionError):
+    """A writer's status patch touches a field or condition the other writer owns: a bug."""
+
+
+def owned_fields(writer: Writer, native: bool) -> frozenset[str]:
+    """The status fields `writer` may write, for a fleet natively autoscaled or not."""
+    fields = OWNED_FIELDS[writer]
+    shared_to = "autoscaler" if native else "reconciler"
+    return fields if writer == shared_to else fields - {"desiredReplicas"}
 
 
 def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, status: str,
@@ -32,7 +55,7 @@ def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, st
     moved = old is None or old.get("status") != status
     condition: dict[str, Any] = {
         "type": type_, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": rfc3339(now) if moved else old.get("lastTransitionTime", rfc3339(now)),
+        "lastTransitionTime": format_time(now) if moved else old.get("lastTransitionTime", format_time(now)),
     }
     if observed_generation is not None:
         condition["observedGeneration"] = observed_generation
@@ -110,11 +133,31 @@ def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, run
         "conditions": conditions,
     }
     if decision.is_rescale:
-        status["lastScaleTime"] = rfc3339(decision.time)
+        status["lastScaleTime"] = format_time(decision.time)
     return status
 
 
-def status_patch(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of `new` whose values differ from `current`: empty when nothing changed."""
+def status_patch(writer: Writer, current: Mapping[str, Any] | None, new: Mapping[str, Any],
+                 native: bool) -> dict[str, Any]:
+    """The keys of `new` whose values differ from `current`: empty when nothing changed.
+
+    Raises OwnershipError when the patch would write a field `writer` does not own, or change (or
+    drop) a condition of the other writer's: merge patches replace the conditions list whole.
+    """
     current = current or {}
-    return {k: v for k, v in new.items() if current.get(k) != v}
+    patch = {k: v for k, v in new.items() if current.get(k) != v}
+    foreign = set(patch) - owned_fields(writer, native)
+    if foreign:
+        raise OwnershipError(f"the {writer} may not write status {', '.join(sorted(foreign))}")
+    if "conditions" in patch:
+        _check_conditions(writer, current.get("conditions"), patch["conditions"])
+    return patch
+
+
+def _check_conditions(writer: Writer, old: Sequence[Mapping[str, Any]] | None,
+                      new: Sequence[Mapping[str, Any]]) -> None:
+    """The other writer's conditions must come through unchanged."""
+    def others(conditions):
+        return [dict(c) for c in conditions or () if c.get("type") not in OWNED_CONDITIONS[writer]]
+    if others(old) != others(new):
+        raise OwnershipError(f"the {writer} may not change another writer's conditions")

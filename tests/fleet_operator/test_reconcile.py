@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleet_operator import kube
-from fleet_operator.reconcile import FleetLocks, OperatorConfig, reconcile_fleet
+from fleet_operator.context import OperatorContext
+from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT
 from tests.fleet_operator.waiting import wait_for
 
@@ -21,8 +22,13 @@ def api(kube_api):
     return kube_api.client()
 
 
+def at(api, now):
+    """A fresh operator context whose clock stands at `now`."""
+    return OperatorContext(api, clock=lambda: now)
+
+
 def reconcile(api, now=T0):
-    return reconcile_fleet(api, "default", NAME, OperatorConfig(), FleetLocks(), now)
+    return reconcile_fleet(at(api, now), "default", NAME)
 
 
 def resource_versions(api):
@@ -69,6 +75,5 @@ def test_invalid_spec_sets_spec_valid_false_and_one_event(kube_api, api):
 
 
 def test_a_missing_or_replaced_fleet_is_left_alone(api):
-    assert reconcile_fleet(api, "default", "nope", OperatorConfig(), FleetLocks(), T0) is None
-    assert reconcile_fleet(api, "default", NAME, OperatorConfig(), FleetLocks(), T0,
-                           uid="another-uid") is None
+    assert reconcile_fleet(at(api, T0), "default", "nope") is None
+    assert reconcile_fleet(at(api, T0), "default", NAME, uid="another-uid") is None

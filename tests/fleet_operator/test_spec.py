@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_operator.autoscaling_spec import (
+from fleet_operator.autoscaling.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     AutoscalingSpec,
     ScalingPolicy,
     ScalingRules,
+    parse_autoscaling,
 )
 from fleet_operator.spec import (
-    ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_autoscaling, parse_fleet,
+    ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_fleet,
 )
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}

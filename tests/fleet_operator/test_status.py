@@ -5,15 +5,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from fleet_operator.autoscaler import decide
-from fleet_operator.autoscaling_spec import AutoscalingSpec
-from fleet_operator.decision import PodSample
-from fleet_operator.history import History
+from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.spec import AutoscalingSpec
+from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.autoscaling.history import History
+from fleet_operator.clock import format_time as rfc3339
 from fleet_operator.status import (
     autoscaler_status,
     fleet_status,
     ready_condition,
-    rfc3339,
     set_condition,
     status_patch,
 )
@@ -102,11 +102,12 @@ def test_second_status_at_a_later_time_is_an_empty_patch():
                          now=T0)
     again = fleet_status(first, name="qwen", generation=1, deployment=DEPLOYMENT, spec_error=None,
                          now=T1)
-    assert status_patch(first, again) == {}
+    assert status_patch("reconciler", first, again, native=False) == {}
 
 
 def test_status_patch_has_only_changed_keys():
-    assert status_patch({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == {"b": 3, "c": 4}
+    assert status_patch("autoscaler", {"running": 1, "waiting": 2}, {"running": 1, "waiting": 3, "lastScaleTime": 4},
+                        native=True) == {"waiting": 3, "lastScaleTime": 4}
 
 
 def autoscaled(load: float, current: int):

@@ -6,18 +6,11 @@ Pure: no I/O, no clock.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Mapping
+from datetime import datetime
 
-
-def format_time(at: datetime) -> str:
-    """RFC3339 in UTC ("2026-11-29T18:42:05Z"; fractional seconds kept when present)."""
-    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(timezone.utc)
+from fleet_operator.clock import format_time, parse_time
 
 
 @dataclass(frozen=True)

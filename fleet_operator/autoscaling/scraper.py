@@ -1,7 +1,8 @@
 """GET /metrics from each pod, concurrently, and turn each answer into a load sample or a reason why not.
 
-Owns the HTTP and the parsing of SGLang's gauges; nothing else. What a missing sample means is
-autoscaler.py's business; listing pods and writing status is the operator's. A failed or garbage
+Owns the HTTP and the parsing of SGLang's gauges, and a Pod body's view as a PodSample; nothing
+else. What a missing sample means is replicas.py's business; listing pods and writing status is
+tick.py's (through kube.py). A failed or garbage
 scrape is always "no sample, because ..." and never a load of zero.
 """
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet_operator.decision import PodSample
+from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.clock import Clock, utc_now
 
 RUNNING_SERIES = "sglang:num_running_reqs"
 WAITING_SERIES = "sglang:num_queue_reqs"
@@ -46,10 +48,6 @@ class ScrapeResult:
     @property
     def load(self) -> float | None:
         return self.gauges.load if self.gauges else None
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def parse_gauges(text: str) -> tuple[Gauges | None, str]:
@@ -107,7 +105,7 @@ def metrics_url(pod_ip: str, port: int) -> str:
 
 async def scrape_pods(pods: Iterable[Mapping], port: int, timeout_s: float,
                       session: aiohttp.ClientSession | None = None,
-                      clock: Callable[[], datetime] = utc_now) -> dict[str, ScrapeResult]:
+                      clock: Clock = utc_now) -> dict[str, ScrapeResult]:
     """Scrape every pod (Kubernetes Pod bodies: metadata.name, status.podIP) at once.
 
     Each GET has its own timeout_s, so the whole call takes about timeout_s at worst. Pods without

@@ -1,20 +1,24 @@
-"""The autoscaler's inputs and outputs: PodSample in; PodVerdict, Condition and Decision out.
+"""The autoscaler's value types: PodSample in; PodVerdict, RawResult, Condition and Decision out.
 
 Value types only, with their status (JSON) forms: status.lastDecision is Decision.to_status(). The
-maths that fills them is autoscaler.py's; what to remember between decisions is history.py's.
+maths that fills them is replicas.py's, behavior.py's and decide.py's; what to remember between
+decisions is history.py's. Pure: no I/O.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Mapping
+from typing import Literal
 
-from fleet_operator.history import History, format_time
+from fleet_operator.autoscaling.history import History
+from fleet_operator.clock import format_time
 
 PodStatus = Literal["sample", "missing", "pending", "unready", "ignored"]
 
 
 STEADY_REASONS = frozenset({"NoChange", "WithinTolerance"})
+
 
 @dataclass(frozen=True)
 class PodSample:

@@ -1,4 +1,4 @@
-"""autoscale.py: the pure helpers in tables; one tick in-process against the emulator, with the pods'
+"""autoscaling/tick.py: the pure helpers in tables; one tick in-process against the emulator, with the pods'
 /metrics served by small HTTP servers on loopback (pod i at 127.0.0.(i+2), the fleet's port)."""
 from __future__ import annotations
 
@@ -12,14 +12,16 @@ import kopf
 import pytest
 
 from fleet_operator import handlers, kube
-from fleet_operator.autoscale import (
-    DeploymentMissing, autoscale_fleet, event_for, is_due, is_native, scrape_timeout_s,
+from fleet_operator.autoscaling.spec import is_native
+from fleet_operator.autoscaling.tick import (
+    DeploymentMissing, autoscale_fleet, event_for, is_due, scrape_timeout_s,
 )
-from fleet_operator.autoscaler import decide
-from fleet_operator.autoscaling_spec import AutoscalingSpec
-from fleet_operator.decision import PodSample
-from fleet_operator.history import History
-from fleet_operator.reconcile import FleetLocks, OperatorConfig, reconcile_fleet
+from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.spec import AutoscalingSpec
+from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.autoscaling.history import History
+from fleet_operator.context import OperatorContext
+from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
 
@@ -165,13 +167,13 @@ def make_fleet(kube_api, api, metrics_pods: MetricsPods, replicas: int, autoscal
     """The fleet, its children (the real reconcile path) and `num_pods` Running, ready Pods."""
     kube_api.apply_file(CRD_PATH)
     kube_api.create(fleet_doc(metrics_pods.port, replicas, autoscaling))
-    reconcile_fleet(api, "default", NAME, OperatorConfig(), FleetLocks(), T0)
+    reconcile_fleet(OperatorContext(api, clock=lambda: T0), "default", NAME)
     for i in range(replicas if num_pods is None else num_pods):
         kube_api.add_pod("default", f"{NAME}-{i}", LABELS, pod_ip(i), metrics_pods.port)
 
 
 def tick(api):
-    return autoscale_fleet(api, "default", NAME, OperatorConfig(), FleetLocks())
+    return autoscale_fleet(OperatorContext(api), "default", NAME)
 
 
 def events(kube_api) -> list[dict]:
@@ -248,7 +250,7 @@ def test_the_timer_handler_turns_a_missing_deployment_into_a_short_retry(kube_ap
     api = kube_api.client()
     kube_api.apply_file(CRD_PATH)
     body = kube_api.create(fleet_doc(metrics_pods.port, 1, NATIVE))
-    memo = kopf.Memo(api=api, config=OperatorConfig(), locks=FleetLocks())
+    memo = kopf.Memo(context=OperatorContext(api))
     with pytest.raises(kopf.TemporaryError) as raised:
         handlers.autoscale(name=NAME, namespace="default", uid=body["metadata"]["uid"],
                            spec=body["spec"], status={}, memo=memo, retry=0,
@@ -286,8 +288,8 @@ def test_a_size_changed_during_the_tick_wins(kube_api, metrics_pods):
 def test_a_replaced_or_missing_fleet_is_left_alone(kube_api, metrics_pods):
     api = kube_api.client()
     make_fleet(kube_api, api, metrics_pods, replicas=1)
-    assert autoscale_fleet(api, "default", "nope", OperatorConfig(), FleetLocks()) is None
-    assert autoscale_fleet(api, "default", NAME, OperatorConfig(), FleetLocks(), uid="other") is None
+    assert autoscale_fleet(OperatorContext(api), "default", "nope") is None
+    assert autoscale_fleet(OperatorContext(api), "default", NAME, uid="other") is None
     assert "lastDecision" not in kube.get_fleet(api, "default", NAME)["status"]
 
 

@@ -1,34 +1,33 @@
 """One native autoscaling tick of one fleet: read, scrape, decide; then scale, record and explain.
 
-The I/O sequence around autoscaler.decide(), as reconcile.py is for reconcile: the fleet and its Pods
-through kube.py, the pods' /metrics through scraper.py, the status fields from status.py. It writes
-the fleet's scale subresource (never the Deployment: the reconciler carries .spec.replicas there),
-status desiredReplicas / running / waiting / lastDecision / autoscalerHistory / lastScaleTime, the
-MetricsAvailable / MetricsDegraded / ScalingLimited conditions, and an Event when the decision is news.
+The I/O around decide(), as reconcile.py is for reconcile: the fleet and its Pods through kube.py
+(read and parsed once per tick), the pods' /metrics through scraper.py, the status fields from
+status.py. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
+.spec.replicas there), the autoscaler's status fields and conditions, and an Event when the decision
+is news.
 
 NOTE: synchronous on purpose. kube.py blocks, and FleetLocks are threading locks shared with the
 reconcile handlers, which kopf runs in its thread pool; so the timer is a sync handler (a worker
 thread) too, and only the scrape, which wants concurrency, runs in a short-lived event loop of its
-own (asyncio.run). An async handler on kopf's loop would need a thread hop for every API call and
-could not wait for a fleet's lock without blocking every other handler.
+own (asyncio.run).
 """
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import kubernetes.client
-
 from fleet_operator import kube
-from fleet_operator.autoscaler import decide
-from fleet_operator.decision import Decision
-from fleet_operator.history import history_from_status, parse_time
-from fleet_operator.reconcile import FleetLocks, OperatorConfig
-from fleet_operator.scraper import pod_sample, scrape_pods, total_gauges, utc_now
-from fleet_operator.spec import FleetSpec, SpecError, parse_autoscaling, parse_fleet
+from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.history import history_from_status
+from fleet_operator.autoscaling.scraper import pod_sample, scrape_pods, total_gauges
+from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
+from fleet_operator.autoscaling.values import Decision
+from fleet_operator.clock import parse_time
+from fleet_operator.context import OperatorContext
+from fleet_operator.spec import FleetSpec, parse_fleet
 from fleet_operator.status import autoscaler_status, status_patch
 
 # The timer's fixed interval. kopf gives a timer one interval for all objects, so it ticks this
@@ -36,6 +35,8 @@ from fleet_operator.status import autoscaler_status, status_patch
 TICK_S = 1.0
 # A scrape must end well within the interval, or samples would pile up behind slow pods.
 MAX_SCRAPE_TIMEOUT_S = 2.0
+# A scale write refused because the fleet changed under it is retried over a fresh read this often.
+MAX_SCALE_ATTEMPTS = 3
 
 
 class DeploymentMissing(Exception):
@@ -46,13 +47,6 @@ class DeploymentMissing(Exception):
 class TickResult:
     decision: Decision
     event: tuple[str, str, str] | None  # (type, reason, message) of the Event posted, if any
-
-
-def is_native(spec: Mapping[str, Any] | None) -> bool:
-    """spec.autoscaling.enabled and mode native (the default): the operator sizes the fleet."""
-    autoscaling = (spec or {}).get("autoscaling")
-    return (isinstance(autoscaling, Mapping) and autoscaling.get("enabled") is True
-            and autoscaling.get("mode", "native") == "native")
 
 
 def is_due(spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None, now: datetime,
@@ -90,50 +84,49 @@ def event_for(decision: Decision, last_decision: Mapping[str, Any] | None) -> tu
     return "Normal", decision.reason, decision.message
 
 
-def autoscale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,
-                    config: OperatorConfig, locks: FleetLocks,
-                    clock: Callable[[], datetime] = utc_now, uid: str | None = None) -> TickResult | None:
+def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
+                    uid: str | None = None) -> TickResult | None:
     """One decision for one fleet, applied and recorded. Raises DeploymentMissing, kube.ApiError.
 
     None when there is nothing to do: the fleet is gone, being deleted, another fleet of that name
-    (given `uid`), invalid, not in native mode, or resized by someone else during the tick (the next
-    tick decides from the new size).
+    (given `uid`), invalid, not in native mode, or changed by someone else during the tick (the next
+    tick decides from the new state).
     """
     # NOTE: the decision is timed at the tick's start, not after the scrape: is_due then measures
     # whole ticks, and a scrape that takes half a tick does not push every decision a tick later.
-    now = clock()
-    body = kube.get_fleet(api, namespace, name)
-    fleet = _native_fleet(body, config, uid)
+    now = ctx.clock()
+    body = kube.get_fleet(ctx.api, namespace, name)
+    fleet = _native_fleet(body, ctx, uid)
     if fleet is None:
         return None
-    if kube.get(api, "apps/v1", "Deployment", namespace, name) is None:
+    if kube.get(ctx.api, "apps/v1", "Deployment", namespace, name) is None:
         raise DeploymentMissing(f"the Deployment of {namespace}/{name} does not exist yet")
-    pods = kube.list_fleet_pods(api, namespace, name)
+    pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
     serving = [p for p in pods if _is_serving(p)]
     results = asyncio.run(scrape_pods(serving, fleet.server.port,
-                                      scrape_timeout_s(fleet.autoscaling.scrape_interval_s)))
+                                      scrape_timeout_s(fleet.autoscaling.scrape_interval_s),
+                                      clock=ctx.clock))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
     history = history_from_status((body.get("status") or {}).get("autoscalerHistory"))
     decision = decide(samples, fleet.replicas, fleet.autoscaling, history, now)
     gauges = total_gauges(results)
-    with locks.for_fleet(namespace, name):
-        return _apply(api, namespace, name, config, body["metadata"]["uid"], decision,
-                      gauges.running, gauges.waiting)
+    with ctx.locks.for_fleet(namespace, name):
+        return _apply(ctx, body, decision, gauges.running, gauges.waiting)
 
 
-def _native_fleet(body: Mapping[str, Any] | None, config: OperatorConfig,
+def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
                   uid: str | None) -> FleetSpec | None:
     """The fleet's spec if it is there, valid and natively autoscaled, else None."""
     if body is None or body["metadata"].get("deletionTimestamp") \
-            or (uid is not None and body["metadata"].get("uid") != uid) \
-            or not is_native(body.get("spec")):
+            or (uid is not None and body["metadata"].get("uid") != uid):
         return None
     meta = body["metadata"]
     try:
-        return parse_fleet(meta["name"], meta["namespace"], body.get("spec"), config.default_image)
+        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config.default_image)
     except SpecError:
         return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
+    return fleet if fleet.autoscaling.is_native else None
 
 
 def _is_serving(pod: Mapping[str, Any]) -> bool:
@@ -141,25 +134,51 @@ def _is_serving(pod: Mapping[str, Any]) -> bool:
     return sample.phase == "Running" and sample.ready and not sample.deleting
 
 
-def _apply(api: kubernetes.client.ApiClient, namespace: str, name: str, config: OperatorConfig,
-           uid: str, decision: Decision, running: float, waiting: float) -> TickResult | None:
-    """Under the fleet's lock: scale, then status, then the Event (HPA's order: act, then record).
+def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, running: float,
+           waiting: float) -> TickResult | None:
+    """Scale, then status, then the Event (HPA's order: act, then record).
 
-    The fleet is read again, so the conditions merge over what the reconciler last wrote, and a
-    size changed by someone else since the tick began wins.
+    Only onto the fleet the decision was made for: the same object at the same generation (a
+    resize or spec change since the tick began wins). The scale write carries a resourceVersion,
+    the status write too (kube.update_fleet_status), so no other writer's change is lost.
     """
-    body = kube.get_fleet(api, namespace, name)
-    fleet = _native_fleet(body, config, uid)
-    if fleet is None or fleet.replicas != decision.current_replicas:
+    current = _unchanged_fleet(ctx, read, decision)
+    if current is None:
         return None
-    if decision.is_rescale:
-        kube.scale_fleet(api, namespace, name, decision.desired_replicas)
-    current = body.get("status") or {}
-    new = autoscaler_status(current, decision, running, waiting, body["metadata"].get("generation"))
-    patch = status_patch(current, new)
-    if patch:
-        kube.patch_fleet_status(api, namespace, name, patch)
-    event = event_for(decision, current.get("lastDecision"))
+    generation = current["metadata"].get("generation")
+
+    def make_patch(fleet: Mapping[str, Any]) -> dict[str, Any]:
+        status = fleet.get("status") or {}
+        new = autoscaler_status(status, decision, running, waiting, generation)
+        return status_patch("autoscaler", status, new, native=True)
+
+    if kube.update_fleet_status(ctx.api, current, make_patch) is None:
+        return None
+    event = event_for(decision, (current.get("status") or {}).get("lastDecision"))
     if event is not None:
-        kube.post_event(api, body, *event, decision.time)
+        kube.post_event(ctx.api, current, *event, decision.time)
     return TickResult(decision, event)
+
+
+def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any],
+                     decision: Decision) -> Mapping[str, Any] | None:
+    """The fleet as read just before the scale write (if the decision rescales), or None if it
+    changed since the tick's read. The status write that follows finds the scale's new
+    resourceVersion by its 409 and recomputes over the fresh fleet."""
+    meta = read["metadata"]
+    for _ in range(MAX_SCALE_ATTEMPTS):
+        current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
+        if current is None or current["metadata"].get("uid") != meta["uid"] \
+                or current["metadata"].get("deletionTimestamp") \
+                or current["metadata"].get("generation") != meta.get("generation"):
+            return None
+        if not decision.is_rescale:
+            return current
+        try:
+            kube.scale_fleet(ctx.api, meta["namespace"], meta["name"], decision.desired_replicas,
+                             current["metadata"]["resourceVersion"])
+            return current
+        except kube.ApiError as e:
+            if e.status != 409:
+                raise
+    return None

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingRules
-from fleet_operator.history import History, Recommendation, ScaleEvent
+from fleet_operator.autoscaling.history import History, Recommendation, ScaleEvent
+from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingRules
 
 
-# ---- 3. stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
+# ---- stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
 
 def stabilize(raw: int, current: int, recs: tuple[Recommendation, ...], spec: AutoscalingSpec,
               now: datetime) -> tuple[int, str]:
@@ -35,7 +35,7 @@ def record_recommendation(recs: tuple[Recommendation, ...], raw: int, spec: Auto
     return tuple(r for r in recs if r.at > cutoff) + (Recommendation(now, raw),)
 
 
-# ---- 4. rate policies and clamp (horizontal.go's convertDesiredReplicasWithBehaviorRate) ----
+# ---- rate policies and clamp (horizontal.go's convertDesiredReplicasWithBehaviorRate) ----
 
 def _changed_within(events: tuple[ScaleEvent, ...], period_s: int, now: datetime) -> int:
     cutoff = now - timedelta(seconds=period_s)

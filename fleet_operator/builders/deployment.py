@@ -1,21 +1,16 @@
-"""Pure functions: FleetSpec -> the fleet's children as plain Kubernetes dicts.
+"""Pure: FleetSpec -> the fleet's Deployment (pod template, probes, drain, security) and server flags.
 
-Each builder returns the whole desired object (no ownerReferences: the reconciler adopts them), so the
-reconciler can create it, or compare it with what is there and patch the difference. Empty optional
-fields are left out rather than sent as {} or [], because the API server drops them and a comparison
-would then see drift forever.
+The whole desired object, no ownerReferences (the reconciler adopts it). Empty optional fields are
+left out rather than sent as {} or [], because the API server drops them and a comparison would then
+see drift forever.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.autoscaling_spec import ScalingRules
+from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec import FleetSpec
 
-API_GROUP = "scoring.fleet.dev"
-API_VERSION = f"{API_GROUP}/v1alpha1"
-KIND = "ScoringFleet"
-FLEET_LABEL = f"{API_GROUP}/fleet"
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_UID = 65532  # the image's non-root user
 CONTAINER_NAME = "server"
@@ -23,30 +18,6 @@ CACHE_DIR = "/cache"  # HF_HOME lives here: the root filesystem is read-only
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
 # Beyond preStop + the longest request: time for the server to answer what it admitted and exit.
 SHUTDOWN_MARGIN_S = 15
-# Adapter-renamed series (Prometheus names cannot carry ':' through the custom metrics API):
-# running + waiting sequences per pod, see docs/operator.md for the adapter rule.
-HPA_METRIC = "sglang_load"
-
-
-def selector_labels(name: str) -> dict[str, str]:
-    """The one label that selects a fleet's pods (Deployment, Service, PDB, status.selector)."""
-    return {FLEET_LABEL: name}
-
-
-def selector_string(name: str) -> str:
-    """status.selector, the label selector the scale subresource reports."""
-    return f"{FLEET_LABEL}={name}"
-
-
-def fleet_labels(name: str) -> dict[str, str]:
-    return {
-        **selector_labels(name),
-        "app.kubernetes.io/name": "scoring-server",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/component": "scorer",
-        "app.kubernetes.io/part-of": "scoring-fleet",
-        "app.kubernetes.io/managed-by": "scoring-fleet-operator",
-    }
 
 
 def server_args(fleet: FleetSpec) -> list[str]:
@@ -176,84 +147,3 @@ def _resources(fleet: FleetSpec) -> dict[str, Any]:
     if res.gpus > 0:
         limits[GPU_RESOURCE] = str(res.gpus)  # strings: the kubernetes client validates models
     return {"requests": requests, "limits": limits}
-
-
-def build_service(fleet: FleetSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": fleet.name, "namespace": fleet.namespace,
-                     "labels": fleet_labels(fleet.name)},
-        "spec": {
-            "type": "ClusterIP",
-            "selector": selector_labels(fleet.name),
-            "ports": [{"name": "http", "port": fleet.server.port, "targetPort": "http",
-                       "protocol": "TCP"}],
-        },
-    }
-
-
-def build_pdb(fleet: FleetSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": fleet.name, "namespace": fleet.namespace,
-                     "labels": fleet_labels(fleet.name)},
-        "spec": {
-            "selector": {"matchLabels": selector_labels(fleet.name)},
-            # maxUnavailable 1, not minAvailable: with 1 replica a minAvailable of 1 would block every
-            # node drain forever; one pod at a time keeps a large fleet serving and a small one movable.
-            "maxUnavailable": 1,
-        },
-    }
-
-
-def build_hpa(fleet: FleetSpec) -> dict[str, Any]:
-    """autoscaling/v2 HPA (hpa mode) that scales the ScoringFleet itself through its scale subresource."""
-    a = fleet.autoscaling
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": fleet.name, "namespace": fleet.namespace,
-                     "labels": fleet_labels(fleet.name)},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": API_VERSION, "kind": KIND, "name": fleet.name},
-            "minReplicas": a.min_replicas,
-            "maxReplicas": a.max_replicas,
-            "metrics": [{
-                "type": "Pods",
-                "pods": {"metric": {"name": HPA_METRIC},
-                         "target": {"type": "AverageValue",
-                                    "averageValue": format_quantity(a.target_load_per_replica)}},
-            }],
-            "behavior": {"scaleUp": _hpa_rules(a.scale_up), "scaleDown": _hpa_rules(a.scale_down)},
-        },
-    }
-
-
-def _hpa_rules(rules: ScalingRules) -> dict[str, Any]:
-    return {
-        "stabilizationWindowSeconds": rules.stabilization_window_s,
-        "selectPolicy": rules.select_policy,
-        "policies": [{"type": p.type, "value": p.value, "periodSeconds": p.period_s}
-                     for p in rules.policies],
-    }
-
-
-def format_quantity(value: float) -> str:
-    """A non-negative number as a Kubernetes quantity: 32 -> "32", 0.5 -> "500m"."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{round(value * 1000)}m"
-
-
-def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
-    """Every child the fleet should have; the HPA only in hpa mode (one owner of replicas)."""
-    children = [build_deployment(fleet), build_service(fleet), build_pdb(fleet)]
-    if wants_hpa(fleet):
-        children.append(build_hpa(fleet))
-    return children
-
-
-def wants_hpa(fleet: FleetSpec) -> bool:
-    return fleet.autoscaling.enabled and fleet.autoscaling.mode == "hpa"

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from fleet_operator.scraper import (
+from fleet_operator.autoscaling.scraper import (
     Gauges, ScrapeResult, metrics_url, parse_gauges, pod_sample, scrape_pods, total_gauges,
 )
 from tests.fleet_operator.loopback import free_port

@@ -1,0 +1,12 @@
+"""Native autoscaling: how many replicas, and why. Read the modules in this order.
+
+spec.py      spec.autoscaling -> AutoscalingSpec (defaults from the CRD), is_native()
+values.py    PodSample in; PodVerdict, RawResult, Condition, Decision out, with status forms
+history.py   what the windows and rate policies remember between decisions (status.autoscalerHistory)
+replicas.py  the replica calculator: group pods, ratio, tolerance, missing/unready pods filled in
+behavior.py  stabilization windows, rate policies, the min/max clamp
+decide.py    decide(): every stage in order, our two guards, the message and the conditions
+scraper.py   I/O: GET /metrics from each pod -> a sample or why not
+tick.py      I/O: one tick of one fleet: read, scrape, decide, then scale, status and Event
+Everything above scraper.py is pure (no I/O, no clock: `now` is an argument).
+"""

@@ -1,0 +1,146 @@
+"""spec.autoscaling of a ScoringFleet: the frozen AutoscalingSpec, its parsing, and is_native().
+
+Field names follow Kubernetes' autoscaling/v2 HPA behavior types; units are in the names. Every
+default, bound and enum comes from the CRD (crd.py); only the rate policies' defaults, which the CRD
+leaves to the operator, are written here. Pure: no I/O.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fleet_operator import crd
+from fleet_operator.fields import Fields, SpecError
+
+PolicyType = Literal["Pods", "Percent"]
+SelectPolicy = Literal["Max", "Min", "Disabled"]
+AutoscalingMode = Literal["native", "hpa"]
+
+
+def _default(*path: str) -> Any:
+    return crd.default("autoscaling", *path)
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """At most `value` pods (or `value` percent of the replicas) changed within `period_s`."""
+
+    type: PolicyType
+    value: int
+    period_s: int
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    """One direction's behavior: a stabilization window and rate policies (HPAScalingRules)."""
+
+    stabilization_window_s: int
+    policies: tuple[ScalingPolicy, ...]
+    select_policy: SelectPolicy = _default("scaleUp", "selectPolicy")
+
+
+# HPA's own defaults: up max(+4 pods, +100%) per 15 s, down -100% per 15 s.
+DEFAULT_SCALE_UP = ScalingRules(
+    stabilization_window_s=_default("scaleUp", "stabilizationWindowSeconds"),
+    policies=(ScalingPolicy("Pods", 4, 15), ScalingPolicy("Percent", 100, 15)),
+)
+DEFAULT_SCALE_DOWN = ScalingRules(
+    stabilization_window_s=_default("scaleDown", "stabilizationWindowSeconds"),
+    policies=(ScalingPolicy("Percent", 100, 15),),
+    select_policy=_default("scaleDown", "selectPolicy"),
+)
+
+
+@dataclass(frozen=True)
+class AutoscalingSpec:
+    """spec.autoscaling of a ScoringFleet, defaults applied (the CRD's).
+
+    target_load_per_replica counts running + waiting sequences per pod. A pod without a fresh
+    sample is "missing"; when more than max_missing_fraction of the pods that should report are
+    missing, the fleet does not scale down (MetricsDegraded). The default 0 means any missing pod
+    blocks scale-down: no data is never read as "no load".
+    """
+
+    enabled: bool = _default("enabled")
+    mode: AutoscalingMode = _default("mode")
+    min_replicas: int = _default("minReplicas")
+    max_replicas: int = _default("maxReplicas")
+    target_load_per_replica: float = float(_default("targetLoadPerReplica"))
+    scrape_interval_s: float = float(_default("scrapeIntervalSeconds"))
+    tolerance: float = float(_default("tolerance"))
+    max_missing_fraction: float = float(_default("maxMissingFraction"))
+    scale_up: ScalingRules = field(default=DEFAULT_SCALE_UP)
+    scale_down: ScalingRules = field(default=DEFAULT_SCALE_DOWN)
+
+    @property
+    def is_native(self) -> bool:
+        """The operator itself sizes the fleet (enabled, mode native)."""
+        return self.enabled and self.mode == "native"
+
+    @property
+    def is_hpa(self) -> bool:
+        """An HPA sizes the fleet (enabled, mode hpa): the operator builds it and stays out."""
+        return self.enabled and self.mode == "hpa"
+
+
+def parse_autoscaling(autoscaling: Mapping[str, Any] | None,
+                      path: str = "spec.autoscaling") -> AutoscalingSpec:
+    """spec.autoscaling (camelCase, as in the CRD) -> AutoscalingSpec with defaults, or SpecError.
+
+    Public for the replay tool, whose traces carry the same mapping; `path` prefixes error messages.
+    """
+    a = Fields.of(autoscaling, path, crd.spec_schema("autoscaling"))
+    min_replicas, max_replicas = a.integer("minReplicas"), a.integer("maxReplicas")
+    # the CRD's CEL rule, repeated: not every API server runs it
+    if min_replicas > max_replicas:
+        raise SpecError(f"{path}.minReplicas ({min_replicas}) must be <= maxReplicas ({max_replicas})")
+    target = a.number("targetLoadPerReplica")
+    return AutoscalingSpec(
+        enabled=a.boolean("enabled"),
+        mode=a.enum("mode"),  # type: ignore[arg-type]
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_load_per_replica=target,
+        scrape_interval_s=a.number("scrapeIntervalSeconds"),
+        tolerance=a.number("tolerance"),
+        max_missing_fraction=a.number("maxMissingFraction"),
+        scale_up=_parse_rules(a.child("scaleUp"), DEFAULT_SCALE_UP),
+        scale_down=_parse_rules(a.child("scaleDown"), DEFAULT_SCALE_DOWN),
+    )
+
+
+def is_native(spec: Mapping[str, Any] | None) -> bool:
+    """A raw fleet spec (kopf's copy) is natively autoscaled: it parses, and is_native says so.
+
+    An invalid autoscaling spec is not: the reconciler reports it, and a fix brings the fleet back.
+    """
+    raw = (spec or {}).get("autoscaling") if isinstance(spec, Mapping) else None
+    try:
+        return parse_autoscaling(raw).is_native
+    except SpecError:
+        return False
+
+
+def _parse_rules(rules: Fields, default: ScalingRules) -> ScalingRules:
+    raw_policies = rules.value.get("policies")
+    if raw_policies is None:
+        policies = default.policies
+    else:
+        items = rules.schema["properties"]["policies"]["items"]
+        policies = tuple(_parse_policy(Fields(p, f"{rules.path}.policies[{i}]", items))
+                         for i, p in enumerate(rules.objects("policies")))
+        if not policies:
+            raise SpecError(f"{rules.path}.policies must list at least one policy (or be left out)")
+    return ScalingRules(
+        stabilization_window_s=rules.integer("stabilizationWindowSeconds"),
+        policies=policies,
+        select_policy=rules.enum("selectPolicy"),  # type: ignore[arg-type]
+    )
+
+
+def _parse_policy(policy: Fields) -> ScalingPolicy:
+    policy_type = policy.enum("type")
+    period_s = policy.integer("periodSeconds")
+    return ScalingPolicy(type=policy_type, value=policy.integer("value"),  # type: ignore[arg-type]
+                         period_s=period_s)

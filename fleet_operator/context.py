@@ -1,0 +1,64 @@
+"""The operator's context: what every handler call needs, built once at start-up and passed in.
+
+OperatorConfig (settings read once from the environment), FleetLocks (one lock per fleet within the
+process) and OperatorContext, which bundles them with the API client and the clock. No I/O here:
+handlers.start() connects and builds the context.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_operator.clock import Clock, utc_now
+
+DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
+RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Operator-wide settings, read once at start-up."""
+
+    default_image: str | None = None  # the operator's own image: used by CPU fleets without spec.image
+    # Services, PDBs and HPAs are not watched: every fleet is re-applied this often (drift, misses).
+    resync_interval_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not self.resync_interval_s > 0:
+            raise ValueError(f"resync_interval_s must be > 0, got {self.resync_interval_s}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
+        """SCORING_FLEET_DEFAULT_IMAGE, SCORING_FLEET_RESYNC_INTERVAL_S (both optional)."""
+        interval = environ.get(RESYNC_INTERVAL_ENV)
+        return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,
+                   resync_interval_s=float(interval) if interval else cls.resync_interval_s)
+
+
+@dataclass
+class FleetLocks:
+    """One lock per fleet: handlers of a fleet and of its Deployment may run in parallel threads.
+
+    An optimisation, not the guard against lost writes: status patches carry a resourceVersion
+    (kube.update_fleet_status), so two writers in two processes cannot clobber each other either.
+    """
+
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def for_fleet(self, namespace: str, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+
+@dataclass(frozen=True)
+class OperatorContext:
+    """The API client (a kubernetes.client.ApiClient), settings, per-fleet locks and the clock."""
+
+    api: Any
+    config: OperatorConfig = field(default_factory=OperatorConfig)
+    locks: FleetLocks = field(default_factory=FleetLocks)
+    clock: Clock = utc_now
