@@ -52,6 +52,37 @@ def test_create_of_an_existing_object_is_a_retryable_conflict(api):
     assert error.value.status == 409 and kube.is_retryable(error.value.status)
 
 
+def test_a_status_update_computed_over_a_stale_fleet_is_recomputed_not_clobbering(kube_api, api):
+    # Two writers, no lock: the reconciler writes SpecValid between the autoscaler's read and write.
+    kube_api.apply_file(ROOT / "examples" / "minimal.yaml")
+    name = load_yaml(ROOT / "examples" / "minimal.yaml")["metadata"]["name"]
+    stale = kube.get_fleet(api, "default", name)
+    kube.patch_fleet_status(api, "default", name, {"conditions": [{"type": "SpecValid", "status": "True"}]})
+    seen = []
+
+    def add_metrics_condition(fleet):
+        conditions = (fleet.get("status") or {}).get("conditions") or []
+        seen.append([c["type"] for c in conditions])
+        return {"conditions": conditions + [{"type": "MetricsAvailable", "status": "True"}]}
+
+    before, patch = kube.update_fleet_status(api, stale, add_metrics_condition)
+    assert seen == [[], ["SpecValid"]]  # the first attempt got a 409 and was recomputed
+    conditions = kube.get_fleet(api, "default", name)["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["SpecValid", "MetricsAvailable"]
+    assert before["metadata"]["resourceVersion"] != stale["metadata"]["resourceVersion"]
+
+
+def test_a_scale_with_a_stale_resource_version_is_a_conflict(kube_api, api):
+    kube_api.apply_file(ROOT / "examples" / "minimal.yaml")
+    name = load_yaml(ROOT / "examples" / "minimal.yaml")["metadata"]["name"]
+    stale = kube.get_fleet(api, "default", name)
+    kube.scale_fleet(api, "default", name, 2)
+    with pytest.raises(kube.ApiError) as error:
+        kube.scale_fleet(api, "default", name, 3, stale["metadata"]["resourceVersion"])
+    assert error.value.status == 409
+    assert kube.get_fleet(api, "default", name)["spec"]["replicas"] == 2
+
+
 def test_fleet_status_and_scale_subresources(kube_api, api):
     kube_api.apply_file(ROOT / "examples" / "minimal.yaml")
     name = load_yaml(ROOT / "examples" / "minimal.yaml")["metadata"]["name"]

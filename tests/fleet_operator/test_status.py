@@ -11,6 +11,10 @@ from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.autoscaling.history import History
 from fleet_operator.clock import format_time as rfc3339
 from fleet_operator.status import (
+    OWNED_CONDITIONS,
+    OWNED_FIELDS,
+    OwnershipError,
+    owned_fields,
     autoscaler_status,
     fleet_status,
     ready_condition,
@@ -135,3 +139,58 @@ def test_autoscaler_status_sets_its_conditions_next_to_the_reconcilers():
     assert by_type["MetricsDegraded"]["lastTransitionTime"] == rfc3339(T0)  # no transition
     assert by_type["MetricsAvailable"]["lastTransitionTime"] == rfc3339(T1)
     assert by_type["MetricsAvailable"]["observedGeneration"] == 4
+
+
+# ---- ownership: which writer owns which status field and condition ----
+
+FULL_BEFORE = {
+    "replicas": 1, "readyReplicas": 1, "selector": "x", "observedGeneration": 1,
+    "desiredReplicas": 1, "running": 0, "waiting": 0, "lastDecision": {}, "autoscalerHistory": {},
+    "conditions": [cond("SpecValid", "True"), cond("Ready", "True"), cond("MetricsAvailable", "True"),
+                   cond("MetricsDegraded", "False"), cond("ScalingLimited", "False")],
+}
+
+
+def test_the_writers_share_only_desired_replicas_and_the_conditions_list():
+    shared = OWNED_FIELDS["reconciler"] & OWNED_FIELDS["autoscaler"]
+    assert shared == {"desiredReplicas", "conditions"}
+    assert not OWNED_CONDITIONS["reconciler"] & OWNED_CONDITIONS["autoscaler"]
+    # desiredReplicas has one writer per mode
+    for native in (True, False):
+        assert len([w for w in ("reconciler", "autoscaler")
+                    if "desiredReplicas" in owned_fields(w, native)]) == 1
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "not-native"])
+def test_the_reconciler_writes_only_its_own_fields_and_conditions(native):
+    new = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error="bad",
+                       now=T1, desired_replicas=None if native else 3)
+    patch = status_patch("reconciler", FULL_BEFORE, new, native)
+    assert set(patch) <= owned_fields("reconciler", native)
+    changed = {c["type"] for c in patch["conditions"]} - {
+        c["type"] for c in FULL_BEFORE["conditions"] if c in patch["conditions"]}
+    assert changed == {"SpecValid", "Ready"}
+
+
+def test_the_autoscaler_writes_only_its_own_fields_and_conditions():
+    new = autoscaler_status(FULL_BEFORE, autoscaled(30.0, 1), 2.0, 28.0, generation=2)
+    patch = status_patch("autoscaler", FULL_BEFORE, new, native=True)
+    assert set(patch) <= owned_fields("autoscaler", True)
+    kept = [c for c in patch["conditions"] if c["type"] in OWNED_CONDITIONS["reconciler"]]
+    assert kept == FULL_BEFORE["conditions"][:2]
+
+
+@pytest.mark.parametrize("writer,new,native", [
+    ("autoscaler", {"readyReplicas": 3}, True),
+    ("autoscaler", {"desiredReplicas": 3}, False),  # not natively autoscaled: spec.replicas decides
+    ("reconciler", {"lastDecision": {"reason": "ScaleUp"}}, True),
+    ("reconciler", {"desiredReplicas": 3}, True),
+    ("autoscaler", {"conditions": [cond("SpecValid", "False")] + FULL_BEFORE["conditions"][1:]}, True),
+    ("autoscaler", {"conditions": FULL_BEFORE["conditions"][2:]}, True),  # drops Ready, SpecValid
+    ("reconciler", {"conditions": FULL_BEFORE["conditions"][:4]}, True),  # drops ScalingLimited
+], ids=["autoscaler-ready", "autoscaler-desired-not-native", "reconciler-last-decision",
+        "reconciler-desired-native", "autoscaler-spec-valid", "autoscaler-drops-conditions",
+        "reconciler-drops-conditions"])
+def test_a_writer_touching_the_others_status_is_refused(writer, new, native):
+    with pytest.raises(OwnershipError):
+        status_patch(writer, FULL_BEFORE, {**FULL_BEFORE, **new}, native)

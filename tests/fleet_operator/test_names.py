@@ -1,0 +1,51 @@
+"""One home per fact: the API's names in names.py (matching the CRD), one clock, one time format."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from fleet_operator import names
+from fleet_operator.clock import format_time, parse_time
+from tests.fleet_operator.crd_schema import ROOT, load_crd
+
+PRODUCT = sorted((ROOT / "fleet_operator").rglob("*.py"))
+
+
+def product_modules_containing(text: str) -> list[str]:
+    return [str(p.relative_to(ROOT)) for p in PRODUCT if text in p.read_text()]
+
+
+def test_the_names_match_the_crd():
+    crd = load_crd()
+    assert crd["spec"]["group"] == names.GROUP
+    assert crd["spec"]["names"]["kind"] == names.KIND
+    assert crd["spec"]["names"]["plural"] == names.PLURAL
+    assert crd["spec"]["versions"][0]["name"] == names.VERSION
+    assert crd["metadata"]["name"] == f"{names.PLURAL}.{names.GROUP}"
+
+
+def test_the_api_group_is_spelled_in_exactly_one_product_module():
+    assert product_modules_containing(names.GROUP) == ["fleet_operator/names.py"]
+
+
+@pytest.mark.parametrize("text", ["datetime.now(", "time.time()", "strftime(", "isoformat("])
+def test_one_clock_and_one_time_format(text):
+    # the clock is passed in (OperatorContext.clock); times are written by clock.format_time only
+    assert set(product_modules_containing(text)) <= {"fleet_operator/clock.py"}
+
+
+@pytest.mark.parametrize("at,text", [
+    (datetime(2026, 11, 29, 18, 42, 5, tzinfo=timezone.utc), "2026-11-29T18:42:05Z"),
+    (datetime(2026, 11, 29, 18, 42, 5, 250000, tzinfo=timezone.utc), "2026-11-29T18:42:05.250000Z"),
+    (datetime(2026, 11, 29, 19, 42, 5, tzinfo=timezone(timedelta(hours=1))), "2026-11-29T18:42:05Z"),
+], ids=["whole-seconds", "fractional", "other-zone"])
+def test_format_time_is_rfc3339_utc_and_parse_time_reads_it_back(at, text):
+    assert format_time(at) == text
+    assert parse_time(text) == at
+
+
+def test_the_only_spelling_of_the_fleet_label_is_derived():
+    assert names.selector_string("x") == f"{names.GROUP}/fleet=x"
+    assert Path(names.__file__).name == "names.py"
