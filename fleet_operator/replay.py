@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Mapping
 
 from fleet_operator.autoscaling.decide import decide
-from fleet_operator.autoscaling.values import Decision, PodSample
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.spec import AutoscalingSpec, SpecError, parse_autoscaling
+from fleet_operator.autoscaling.values import Decision, PodSample
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # trace time 0
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from fleet_operator.names import selector_string
 from fleet_operator.autoscaling.history import history_to_status
 from fleet_operator.autoscaling.values import Decision
 from fleet_operator.clock import format_time
+from fleet_operator.names import selector_string
 
 Writer = Literal["reconciler", "autoscaler"]
 

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from fleet_operator.autoscaling.history import History, Recommendation, ScaleEvent
 from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingRules
 
-
 # ---- stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
 
 def stabilize(raw: int, current: int, recs: tuple[Recommendation, ...], spec: AutoscalingSpec,

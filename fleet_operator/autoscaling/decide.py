@@ -21,7 +21,6 @@ from fleet_operator.autoscaling.replicas import classify_pod, raw_replicas
 from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import Condition, Decision, PodSample, PodVerdict, RawResult
 
-
 # ---- our guards, conditions, and the whole decision ----
 
 def metrics_degraded(verdicts: tuple[PodVerdict, ...], max_missing_fraction: float) -> tuple[bool, str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 import aiohttp

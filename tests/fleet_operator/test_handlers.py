@@ -7,8 +7,8 @@ import pytest
 from fleet_operator import kube
 from fleet_operator.__main__ import make_registry, make_settings
 from fleet_operator.autoscaling.tick import TICK_S
-from fleet_operator.handlers import _api_errors, backoff_s
 from fleet_operator.context import OperatorConfig
+from fleet_operator.handlers import _api_errors, backoff_s
 from fleet_operator.reconcile import owner_fleet
 
 

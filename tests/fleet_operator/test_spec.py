@@ -12,7 +12,11 @@ from fleet_operator.autoscaling.spec import (
     parse_autoscaling,
 )
 from fleet_operator.spec import (
-    ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_fleet,
+    ModelSpec,
+    ResourceSpec,
+    ServerSpec,
+    SpecError,
+    parse_fleet,
 )
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}

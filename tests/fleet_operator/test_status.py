@@ -6,17 +6,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
-from fleet_operator.autoscaling.history import History
 from fleet_operator.clock import format_time as rfc3339
 from fleet_operator.status import (
     OWNED_CONDITIONS,
     OWNED_FIELDS,
     OwnershipError,
-    owned_fields,
     autoscaler_status,
     fleet_status,
+    owned_fields,
     ready_condition,
     set_condition,
     status_patch,

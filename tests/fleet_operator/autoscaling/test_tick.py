@@ -12,14 +12,17 @@ import kopf
 import pytest
 
 from fleet_operator import handlers, kube
-from fleet_operator.autoscaling.spec import is_native
-from fleet_operator.autoscaling.tick import (
-    DeploymentMissing, autoscale_fleet, event_for, is_due, scrape_timeout_s,
-)
 from fleet_operator.autoscaling.decide import decide
-from fleet_operator.autoscaling.spec import AutoscalingSpec
-from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.autoscaling.history import History
+from fleet_operator.autoscaling.spec import AutoscalingSpec, is_native
+from fleet_operator.autoscaling.tick import (
+    DeploymentMissing,
+    autoscale_fleet,
+    event_for,
+    is_due,
+    scrape_timeout_s,
+)
+from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.context import OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
