@@ -3,14 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_operator.autoscaling.spec import (
-    DEFAULT_SCALE_DOWN,
-    DEFAULT_SCALE_UP,
-    AutoscalingSpec,
-    ScalingPolicy,
-    ScalingRules,
-    parse_autoscaling,
-)
+from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.spec import (
     ModelSpec,
     ResourceSpec,
@@ -38,43 +31,6 @@ def test_minimal_spec_takes_every_default():
     assert fleet.autoscaling == AutoscalingSpec()
     assert (dict(fleet.node_selector), fleet.tolerations, dict(fleet.affinity), fleet.env) == \
         ({}, (), {}, ())
-
-
-def test_autoscaling_is_parsed_from_camel_case():
-    fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": {
-        "enabled": True, "mode": "hpa", "minReplicas": 2, "maxReplicas": 6,
-        "targetLoadPerReplica": 12.5, "scrapeIntervalSeconds": 2, "tolerance": 0.2,
-        "maxMissingFraction": 0.5,
-        "scaleUp": {"stabilizationWindowSeconds": 30, "selectPolicy": "Min",
-                    "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
-        "scaleDown": {"selectPolicy": "Disabled"},
-    }})
-    assert fleet.autoscaling == AutoscalingSpec(
-        enabled=True, mode="hpa", min_replicas=2, max_replicas=6, target_load_per_replica=12.5,
-        scrape_interval_s=2.0, tolerance=0.2, max_missing_fraction=0.5,
-        scale_up=ScalingRules(30, (ScalingPolicy("Pods", 2, 60),), "Min"),
-        # Only selectPolicy given: the direction's default window and policies stay.
-        scale_down=ScalingRules(DEFAULT_SCALE_DOWN.stabilization_window_s,
-                                DEFAULT_SCALE_DOWN.policies, "Disabled"),
-    )
-
-
-def test_scale_up_defaults_differ_from_scale_down_defaults():
-    fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": {"scaleUp": {}, "scaleDown": {}}})
-    assert fleet.autoscaling.scale_up == DEFAULT_SCALE_UP
-    assert fleet.autoscaling.scale_down == DEFAULT_SCALE_DOWN
-
-
-def test_parse_autoscaling_alone_reads_what_parse_fleet_reads():
-    mapping = {"enabled": True, "minReplicas": 2, "scaleDown": {"stabilizationWindowSeconds": 3}}
-    fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": mapping})
-    assert parse_autoscaling(mapping) == fleet.autoscaling
-    assert parse_autoscaling(None) == AutoscalingSpec()
-
-
-def test_parse_autoscaling_names_the_given_path_in_errors():
-    with pytest.raises(SpecError, match=r"^autoscaling\.minReplicas \(3\) must be <= maxReplicas"):
-        parse_autoscaling({"minReplicas": 3, "maxReplicas": 2}, "autoscaling")
 
 
 def test_replicas_outside_min_max_is_not_an_error():

@@ -14,7 +14,7 @@ import pytest
 from fleet_operator import handlers, kube
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
-from fleet_operator.autoscaling.spec import AutoscalingSpec, is_native
+from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.tick import (
     DeploymentMissing,
     autoscale_fleet,
@@ -37,19 +37,6 @@ NATIVE = {"enabled": True, "mode": "native", "minReplicas": 1, "maxReplicas": 5,
 
 
 # ---- pure helpers ----
-
-@pytest.mark.parametrize("spec,native", [
-    ({}, False),
-    ({"autoscaling": {"enabled": False}}, False),
-    ({"autoscaling": {"enabled": True}}, True),  # mode defaults to native
-    ({"autoscaling": {"enabled": True, "mode": "native"}}, True),
-    ({"autoscaling": {"enabled": True, "mode": "hpa"}}, False),
-    ({"autoscaling": {"enabled": "true"}}, False),  # not a boolean: the reconciler rejects it
-    ({"autoscaling": []}, False),
-], ids=["no-autoscaling", "disabled", "default-mode", "native", "hpa", "string-true", "not-an-object"])
-def test_is_native(spec, native):
-    assert is_native(spec) is native
-
 
 def decided_at(at: datetime) -> dict:
     return {"lastDecision": {"time": at.isoformat().replace("+00:00", "Z")}}
