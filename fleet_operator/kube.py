@@ -175,23 +175,22 @@ def update_fleet_status(api: kubernetes.client.ApiClient, body: Mapping[str, Any
     written patch was computed over, the patch; {} when nothing needed writing), or None if the
     fleet is gone.
     """
-    meta = body["metadata"]
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     current: Mapping[str, Any] | None = body
-    for attempt in range(MAX_STATUS_ATTEMPTS):
-        if current is None:
-            return None
+    attempts = 0
+    while current is not None:
         patch = make_patch(current)
         if not patch:
             return current, patch
+        attempts += 1
         try:
-            patch_fleet_status(api, meta["namespace"], meta["name"], patch,
-                               current["metadata"].get("resourceVersion"))
+            patch_fleet_status(api, namespace, name, patch, current["metadata"].get("resourceVersion"))
             return current, patch
         except ApiError as e:
-            if e.status != 409 or attempt == MAX_STATUS_ATTEMPTS - 1:
+            if e.status != 409 or attempts == MAX_STATUS_ATTEMPTS:
                 raise
-        current = get_fleet(api, meta["namespace"], meta["name"])
-    raise AssertionError("unreachable")
+        current = get_fleet(api, namespace, name)
+    return None
 
 
 def scale_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str,

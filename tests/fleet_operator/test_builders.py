@@ -1,4 +1,4 @@
-"""builders.py: the fleet's children, field by field, and valid against Kubernetes' JSON schema."""
+"""builders/: the fleet's children, field by field, and valid against Kubernetes' JSON schema."""
 from __future__ import annotations
 
 import dataclasses

@@ -135,3 +135,10 @@ def test_the_package_ships_the_crd_byte_for_byte():
         "stale fleet_operator/scoringfleet.crd.yaml: run python tools/sync_crd.py"
     assert sync_crd.main(["--check"]) == 0
     assert crd.load_crd() == load_crd()
+
+
+def test_an_installed_package_carries_the_crd():
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert crd.CRD_FILE in pyproject["tool"]["setuptools"]["package-data"]["fleet_operator"]

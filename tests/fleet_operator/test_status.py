@@ -1,4 +1,5 @@
-"""status.py: conditions move lastTransitionTime only on transitions; status from the Deployment."""
+"""status.py: conditions move lastTransitionTime only on transitions; status from the Deployment;
+which writer owns which field and condition."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
