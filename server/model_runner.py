@@ -1,15 +1,14 @@
 """ModelRunner: owns the model, the tokenizer and the query (prefix) cache; run(batch) -> scores.
 
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
-computed once, in one forward of its own, and its key/value tensors are kept until the request
-leaves the scheduler; every item of that request then attends to them. All items of the batch go
-through ONE forward pass: prefixes are laid out right-padded in the cache (padding masked out), own
-tokens right-padded after them, positions given explicitly, and logits are computed only at each
-item's last token. Right padding everywhere means no attention row is ever fully masked, so no NaN
-can leak into the real positions, and the scores equal the unshared computation.
-
-Assumes the usual decoder-only layout (logits = output_embeddings(final hidden state)), true for
-Llama, Qwen, Mistral and SmolLM2. Never sees a queue; never decodes.
+computed once, in one forward of its own, and its key/value tensors (every layer, untruncated) are
+kept until the request leaves the scheduler; every item of that request then attends to them. All
+items of the batch go through ONE forward pass: prefixes are laid out right-padded in the cache, own
+tokens right-padded after them, positions given explicitly, and the masks (one per layer type:
+full or sliding-window) built here from true positions (attention_masks.py); logits only at each
+item's last token, through lm_head and the family's final soft-capping. The scores equal the
+unshared computation for the families in model_support.py; the runner refuses any other model.
+Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
@@ -18,6 +17,8 @@ from typing import Iterable, Sequence as Seq
 
 import torch
 
+from server.attention_masks import additive_mask
+from server.model_support import final_logit_softcap, layer_windows, unsupported_reason
 from server.sequence import Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
@@ -31,11 +32,16 @@ class RunResult:
 
 class ModelRunner:
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+        reason = unsupported_reason(model.config)
+        if reason is not None:
+            raise ValueError(f"the runner cannot score this model exactly: {reason}")
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
+        self._windows = layer_windows(model.config)
+        self._softcap = final_logit_softcap(model.config)
         self._prefix_cache: dict[int, KV] = {}
 
     @property
@@ -76,8 +82,12 @@ class ModelRunner:
         return RunResult(label_scores(logits, sequences), num_prefix_tokens - num_computed)
 
     def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
+        from transformers import DynamicCache
+
         input_ids = torch.tensor([prefix_ids], device=self.device)
-        out = self._decoder(input_ids=input_ids, use_cache=True)
+        # NOTE: a cache built without the config holds full layers only; the model's own
+        # (config-built) cache would keep just the last window - 1 keys of each sliding layer.
+        out = self._decoder(input_ids=input_ids, cache=DynamicCache(), use_cache=True)
         return tuple((layer.keys, layer.values) for layer in out.cache.layers)
 
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
@@ -88,24 +98,27 @@ class ModelRunner:
         max_prefix, max_own = max(prefix_lens), max(own_lens)
 
         input_ids = torch.zeros(batch, max_own, dtype=torch.long)
-        mask = torch.zeros(batch, max_prefix + max_own, dtype=torch.long)
         positions = torch.zeros(batch, max_own, dtype=torch.long)
         for row, seq in enumerate(sequences):
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
-            mask[row, :prefix_lens[row]] = 1
-            mask[row, max_prefix:max_prefix + own_lens[row]] = 1
             positions[row] = prefix_lens[row] + torch.arange(max_own)
+        masks = {kind: additive_mask(prefix_lens, own_lens, max_prefix, max_own, window,
+                                     self.dtype).to(self.device)
+                 for kind, window in self._windows.items()}
 
         out = self._decoder(
             input_ids=input_ids.to(self.device),
-            attention_mask=mask.to(self.device),
+            attention_mask=masks[""] if "" in masks else masks,
             position_ids=positions.to(self.device),
             cache=self._batch_cache(sequences, max_prefix) if max_prefix else None,
             use_cache=bool(max_prefix),
         )
         last = torch.tensor(own_lens, device=self.device) - 1
         hidden = out.last_hidden_state[torch.arange(batch, device=self.device), last]
-        return self._lm_head(hidden).float()
+        logits = self._lm_head(hidden).float()
+        if self._softcap is not None:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        return logits
 
     def _batch_cache(self, sequences: Seq[Sequence], max_prefix: int):
         """A fresh cache [batch, heads, max_prefix, dim] per layer holding each row's prefix,
@@ -128,7 +141,7 @@ class ModelRunner:
                 keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
                 values[index, :, :prefix_values.shape[2]] = prefix_values
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        return DynamicCache(ddp_cache_data=layers)  # full layers: the masks do the windowing
 
 
 def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[float]]:
