@@ -45,14 +45,16 @@ def unsupported_reason(config) -> str | None:
         return f"layer types {odd_layers} (only full and sliding-window attention are supported)"
     if getattr(config, "attention_chunk_size", None):
         return "chunked attention (attention_chunk_size) is not supported"
-    if getattr(config, "use_bidirectional_attention", False) or not getattr(config, "is_causal", True):
+    is_causal = getattr(config, "is_causal", True)
+    if getattr(config, "use_bidirectional_attention", False) or not is_causal:
         return "bidirectional (non-causal) attention is not supported"
     rope = sorted(rope_types(config) & LENGTH_DEPENDENT_ROPE)
     if rope:
         return f"RoPE type {rope} rescales with the batch's longest sequence; not supported"
     implementation = getattr(config, "_attn_implementation", None) or "eager"
     if implementation not in MASKING_ATTENTION:
-        return f"attention implementation '{implementation}' ignores the runner's masks; use sdpa or eager"
+        return (f"attention implementation '{implementation}' ignores the runner's masks; "
+                "use sdpa or eager")
     return None
 
 

@@ -51,7 +51,8 @@ ZOO = {
                                             "num_local_experts": 4, "num_experts_per_tok": 2}),
 }
 QUERY_TEXT = "What is the capital of California? Answer Yes or No for each of the following:"
-ITEM_TEXTS = ["Sacramento", " San Jose San Francisco Los Angeles", " Yes", " apple banana fruit car"]
+ITEM_TEXTS = ["Sacramento", " San Jose San Francisco Los Angeles", " Yes",
+              " apple banana fruit car"]
 
 
 def tiny_model(family: str, vocab_size: int):
@@ -85,7 +86,8 @@ def zoo_requests(runner: ModelRunner) -> list[Request]:
     ]
     requests = []
     for body in bodies:
-        prepared = prepare(ScoreRequest(label_token_ids=[2, 7, 40], **body), runner.tokenize, limits)
+        body = ScoreRequest(label_token_ids=[2, 7, 40], **body)
+        prepared = prepare(body, runner.tokenize, limits)
         requests.append(Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options))
     return requests
 
