@@ -17,8 +17,9 @@ from typing import Iterable, Sequence as Seq
 
 import torch
 
-from server.attention_masks import additive_mask
-from server.model_support import final_logit_softcap, layer_windows, unsupported_reason
+from server.attention_masks import additive_mask, num_kept
+from server.model_support import (final_logit_softcap, layer_mask_keys, layer_windows,
+                                  unsupported_reason)
 from server.sequence import Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
@@ -40,7 +41,8 @@ class ModelRunner:
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
-        self._windows = layer_windows(model.config)
+        self._windows = layer_windows(model.config)  # mask key -> window
+        self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
         self._softcap = final_logit_softcap(model.config)
         self._prefix_cache: dict[int, KV] = {}
 
@@ -85,10 +87,17 @@ class ModelRunner:
         from transformers import DynamicCache
 
         input_ids = torch.tensor([prefix_ids], device=self.device)
-        # NOTE: a cache built without the config holds full layers only; the model's own
-        # (config-built) cache would keep just the last window - 1 keys of each sliding layer.
+        # NOTE: a cache built without the config keeps every key, as the batch layout expects;
+        # then each sliding layer keeps what items can still see (num_kept), as a copy so that
+        # the full tensor is freed.
         out = self._decoder(input_ids=input_ids, cache=DynamicCache(), use_cache=True)
-        return tuple((layer.keys, layer.values) for layer in out.cache.layers)
+        kept = []
+        for layer, window in zip(out.cache.layers, self._layer_windows):
+            start = len(prefix_ids) - num_kept(len(prefix_ids), window)
+            keys, values = layer.keys, layer.values
+            kept.append((keys[:, :, start:].clone(), values[:, :, start:].clone()) if start
+                        else (keys, values))
+        return tuple(kept)
 
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
         """float32 logits [batch, vocab] at each sequence's last token, in one forward pass."""
@@ -102,15 +111,15 @@ class ModelRunner:
         for row, seq in enumerate(sequences):
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
             positions[row] = prefix_lens[row] + torch.arange(max_own)
-        masks = {kind: additive_mask(prefix_lens, own_lens, max_prefix, max_own, window,
-                                     self.dtype).to(self.device)
+        masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype)
+                 .to(self.device)
                  for kind, window in self._windows.items()}
 
         out = self._decoder(
             input_ids=input_ids.to(self.device),
             attention_mask=masks[""] if "" in masks else masks,
             position_ids=positions.to(self.device),
-            cache=self._batch_cache(sequences, max_prefix) if max_prefix else None,
+            cache=self._batch_cache(sequences) if max_prefix else None,
             use_cache=bool(max_prefix),
         )
         last = torch.tensor(own_lens, device=self.device) - 1
@@ -120,21 +129,22 @@ class ModelRunner:
             logits = torch.tanh(logits / self._softcap) * self._softcap
         return logits
 
-    def _batch_cache(self, sequences: Seq[Sequence], max_prefix: int):
-        """A fresh cache [batch, heads, max_prefix, dim] per layer holding each row's prefix,
-        right-padded with zeros that the attention mask hides."""
+    def _batch_cache(self, sequences: Seq[Sequence]):
+        """A fresh cache [batch, heads, slots, dim] per layer holding each row's kept prefix
+        keys and values, right-padded with zeros that the masks hide (slots: the most kept)."""
         from transformers import DynamicCache
 
         rows_by_request: dict[int, list[int]] = {}
         for row, seq in enumerate(sequences):
             if seq.request.prefix_ids:
                 rows_by_request.setdefault(seq.request.rid, []).append(row)
-        some_prefix = self._prefix_cache[next(iter(rows_by_request))]
+        prefixes = [self._prefix_cache[rid] for rid in rows_by_request]
         layers = []
-        for layer, (some_keys, _) in enumerate(some_prefix):
+        for layer, (some_keys, _) in enumerate(prefixes[0]):
             heads, dim = some_keys.shape[1], some_keys.shape[3]
-            keys = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
-            values = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
+            num_slots = max(prefix[layer][0].shape[2] for prefix in prefixes)
+            keys = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
+            values = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
             for rid, rows in rows_by_request.items():
                 prefix_keys, prefix_values = self._prefix_cache[rid][layer]
                 index = torch.tensor(rows, device=self.device)

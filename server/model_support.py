@@ -75,6 +75,14 @@ def layer_windows(config) -> dict[str, int | None]:
     return {kind: window if LAYER_WINDOWS[kind] else None for kind in layer_types}
 
 
+def layer_mask_keys(config) -> list[str]:
+    """Per decoder layer, the key of its mask (and window) in layer_windows()."""
+    if not FAMILIES[config.model_type].masks_by_layer_type:
+        return [""] * config.num_hidden_layers
+    layer_types = getattr(config, "layer_types", None)
+    return list(layer_types or ["full_attention"] * config.num_hidden_layers)
+
+
 def final_logit_softcap(config) -> float | None:
     """Gemma 2/3 squash the logits after lm_head (cap * tanh(logits / cap)) in ForCausalLM."""
     return getattr(config, "final_logit_softcapping", None)
