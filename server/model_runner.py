@@ -1,14 +1,14 @@
 """ModelRunner: owns the model, the tokenizer and the query (prefix) cache; run(batch) -> scores.
 
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
-computed once, in one forward of its own, and its key/value tensors (every layer, untruncated) are
-kept until the request leaves the scheduler; every item of that request then attends to them. All
-items of the batch go through ONE forward pass: prefixes are laid out right-padded in the cache, own
-tokens right-padded after them, positions given explicitly, and the masks (one per layer type:
-full or sliding-window) built here from true positions (attention_masks.py); logits only at each
-item's last token, through lm_head and the family's final soft-capping. The scores equal the
-unshared computation for the families in model_support.py; the runner refuses any other model.
-Never sees a queue; never decodes.
+computed once, in one forward of its own, and its key/value tensors are kept until the request
+leaves the scheduler (all of them on full-attention layers, the last window - 1 on sliding ones:
+all an item can still see); every item of that request then attends to them. All items of the
+batch go through ONE forward pass: prefixes right-padded in a fresh cache, own tokens right-padded
+after them, positions given explicitly, and one mask per layer type (full or sliding) built from
+true positions (attention_masks.py). Logits only at each item's last token, through lm_head and
+the family's final soft-capping. Scores equal the unshared computation for the families that
+model_support.py allows; any other model is refused here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
