@@ -46,7 +46,7 @@ def phases_s(runner, body: ScoreBody) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         runner._prefix_cache[request.rid] = runner._compute_prefix(request.prefix_ids)
         t1 = time.perf_counter()
-        runner._batch_cache(request.sequences, len(request.prefix_ids))
+        runner._batch_cache(request.sequences)
         t2 = time.perf_counter()
         runner._last_token_logits(request.sequences)
         t3 = time.perf_counter()

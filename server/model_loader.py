@@ -1,5 +1,6 @@
 """Find and load a causal LM and its tokenizer: the embedded default, a local folder, a .gguf file,
-or a hub id. Picks the device and dtype. Knows nothing about batches or requests.
+or a hub id. Picks the device and dtype, and refuses a model the runner cannot score exactly
+(model_support.py). Knows nothing about batches or requests.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import torch
 
 from server.config import DEFAULT_MODEL
+from server.model_support import unsupported_reason
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,9 @@ def default_model_file() -> Path:
 
 
 def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
-    """Return (model, tokenizer), the model in eval mode on `device` in `dtype`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Return (model, tokenizer), the model in eval mode on `device` in `dtype`; ModelLoadError
+    if it cannot be found or loaded, or if the runner cannot score it exactly."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path = default_model_file() if model_path == DEFAULT_MODEL else Path(model_path)
     if path.suffix == ".gguf":
@@ -70,8 +73,18 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
         source, extra = model_path, {}
     log.info("loading %s%s on %s as %s", source, f" ({path.name})" if extra else "", device, dtype)
     try:
+        # The config first: an unsupported model is refused before its weights are read.
+        refuse_unsupported(model_path, AutoConfig.from_pretrained(source, **extra))
         tokenizer = AutoTokenizer.from_pretrained(source, **extra)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **extra)
     except OSError as error:
         raise ModelLoadError(f"could not load model '{model_path}': {error}") from error
+    refuse_unsupported(model_path, model.config)  # now with the attention implementation chosen
     return model.to(device).eval(), tokenizer
+
+
+def refuse_unsupported(model_path: str, config) -> None:
+    reason = unsupported_reason(config)
+    if reason is not None:
+        raise ModelLoadError(f"refusing model '{model_path}' rather than serve inexact scores: "
+                             f"{reason}")

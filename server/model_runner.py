@@ -2,14 +2,13 @@
 
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
 computed once, in one forward of its own, and its key/value tensors are kept until the request
-leaves the scheduler; every item of that request then attends to them. All items of the batch go
-through ONE forward pass: prefixes are laid out right-padded in the cache (padding masked out), own
-tokens right-padded after them, positions given explicitly, and logits are computed only at each
-item's last token. Right padding everywhere means no attention row is ever fully masked, so no NaN
-can leak into the real positions, and the scores equal the unshared computation.
-
-Assumes the usual decoder-only layout (logits = output_embeddings(final hidden state)), true for
-Llama, Qwen, Mistral and SmolLM2. Never sees a queue; never decodes.
+leaves the scheduler (all of them on full-attention layers, the last window - 1 on sliding ones:
+all an item can still see); every item of that request then attends to them. All items of the
+batch go through ONE forward pass: prefixes right-padded in a fresh cache, own tokens right-padded
+after them, positions given explicitly, and one mask per layer type (full or sliding) built from
+true positions (attention_masks.py). Logits only at each item's last token, through lm_head and
+the family's final soft-capping. Scores equal the unshared computation for the families that
+model_support.py allows; any other model is refused here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
@@ -18,6 +17,9 @@ from typing import Iterable, Sequence as Seq
 
 import torch
 
+from server.attention_masks import additive_mask, num_kept
+from server.model_support import (final_logit_softcap, layer_mask_keys, layer_windows,
+                                  unsupported_reason)
 from server.sequence import Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
@@ -31,11 +33,17 @@ class RunResult:
 
 class ModelRunner:
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+        reason = unsupported_reason(model.config)
+        if reason is not None:
+            raise ValueError(f"the runner cannot score this model exactly: {reason}")
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
+        self._windows = layer_windows(model.config)  # mask key -> window
+        self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
+        self._softcap = final_logit_softcap(model.config)
         self._prefix_cache: dict[int, KV] = {}
 
     @property
@@ -76,9 +84,20 @@ class ModelRunner:
         return RunResult(label_scores(logits, sequences), num_prefix_tokens - num_computed)
 
     def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
+        from transformers import DynamicCache
+
         input_ids = torch.tensor([prefix_ids], device=self.device)
-        out = self._decoder(input_ids=input_ids, use_cache=True)
-        return tuple((layer.keys, layer.values) for layer in out.cache.layers)
+        # NOTE: a cache built without the config keeps every key, as the batch layout expects;
+        # then each sliding layer keeps what items can still see (num_kept), as a copy so that
+        # the full tensor is freed.
+        out = self._decoder(input_ids=input_ids, cache=DynamicCache(), use_cache=True)
+        kept = []
+        for layer, window in zip(out.cache.layers, self._layer_windows):
+            start = len(prefix_ids) - num_kept(len(prefix_ids), window)
+            keys, values = layer.keys, layer.values
+            kept.append((keys[:, :, start:].clone(), values[:, :, start:].clone()) if start
+                        else (keys, values))
+        return tuple(kept)
 
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
         """float32 logits [batch, vocab] at each sequence's last token, in one forward pass."""
@@ -88,47 +107,51 @@ class ModelRunner:
         max_prefix, max_own = max(prefix_lens), max(own_lens)
 
         input_ids = torch.zeros(batch, max_own, dtype=torch.long)
-        mask = torch.zeros(batch, max_prefix + max_own, dtype=torch.long)
         positions = torch.zeros(batch, max_own, dtype=torch.long)
         for row, seq in enumerate(sequences):
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
-            mask[row, :prefix_lens[row]] = 1
-            mask[row, max_prefix:max_prefix + own_lens[row]] = 1
             positions[row] = prefix_lens[row] + torch.arange(max_own)
+        masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype)
+                 .to(self.device)
+                 for kind, window in self._windows.items()}
 
         out = self._decoder(
             input_ids=input_ids.to(self.device),
-            attention_mask=mask.to(self.device),
+            attention_mask=masks[""] if "" in masks else masks,
             position_ids=positions.to(self.device),
-            cache=self._batch_cache(sequences, max_prefix) if max_prefix else None,
+            cache=self._batch_cache(sequences) if max_prefix else None,
             use_cache=bool(max_prefix),
         )
         last = torch.tensor(own_lens, device=self.device) - 1
         hidden = out.last_hidden_state[torch.arange(batch, device=self.device), last]
-        return self._lm_head(hidden).float()
+        logits = self._lm_head(hidden).float()
+        if self._softcap is not None:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        return logits
 
-    def _batch_cache(self, sequences: Seq[Sequence], max_prefix: int):
-        """A fresh cache [batch, heads, max_prefix, dim] per layer holding each row's prefix,
-        right-padded with zeros that the attention mask hides."""
+    def _batch_cache(self, sequences: Seq[Sequence]):
+        """A fresh cache [batch, heads, slots, dim] per layer holding each row's kept prefix
+        keys and values, right-padded with zeros that the masks hide (slots: the most kept)."""
         from transformers import DynamicCache
 
         rows_by_request: dict[int, list[int]] = {}
         for row, seq in enumerate(sequences):
             if seq.request.prefix_ids:
                 rows_by_request.setdefault(seq.request.rid, []).append(row)
-        some_prefix = self._prefix_cache[next(iter(rows_by_request))]
+        prefixes = [self._prefix_cache[rid] for rid in rows_by_request]
         layers = []
-        for layer, (some_keys, _) in enumerate(some_prefix):
+        for layer, (some_keys, _) in enumerate(prefixes[0]):
             heads, dim = some_keys.shape[1], some_keys.shape[3]
-            keys = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
-            values = some_keys.new_zeros(len(sequences), heads, max_prefix, dim)
+            num_slots = max(prefix[layer][0].shape[2] for prefix in prefixes)
+            keys = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
+            values = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
             for rid, rows in rows_by_request.items():
                 prefix_keys, prefix_values = self._prefix_cache[rid][layer]
                 index = torch.tensor(rows, device=self.device)
                 keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
                 values[index, :, :prefix_values.shape[2]] = prefix_values
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        return DynamicCache(ddp_cache_data=layers)  # full layers: the masks do the windowing
 
 
 def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[float]]:
