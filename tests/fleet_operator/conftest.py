@@ -7,7 +7,7 @@ import pytest
 
 from tests.fleet_operator.crd_schema import CRD_PATH
 from tests.fleet_operator.operator_process import Cluster, running_operator
-from tests.kube_emulator.fixtures import *  # noqa: F401,F403
+from kube_emulator.fixtures import *  # noqa: F401,F403
 
 
 @pytest.fixture()

@@ -3,7 +3,7 @@ import datetime
 
 import pytest
 
-from tests.kube_emulator import controllers, discovery, objects, patching, routing, selectors
+from kube_emulator import controllers, discovery, objects, patching, routing, selectors
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 

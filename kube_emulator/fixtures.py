@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 
-from tests.kube_emulator.emulator import KubeEmulator
-from tests.kube_emulator.faults import FaultRule, LoggedRequest
+from kube_emulator.emulator import KubeEmulator
+from kube_emulator.faults import FaultRule, LoggedRequest
+from kube_emulator.kmock_seam import Server
 
 __all__ = ['kube_api', 'KubeApi', 'run_kube_api']
 
@@ -81,7 +81,7 @@ class _ServingThread:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        async with self.emulator, kmock.Server(self.emulator, host='127.0.0.1') as server:
+        async with self.emulator, Server(self.emulator, host='127.0.0.1') as server:
             self.port = server.port
             self._ready.set()
             await self._stop.wait()
@@ -183,7 +183,7 @@ class KubeApi:
             raise AssertionError(f'setting the status of pod {name} failed ({code}): {patched}')
         return patched
 
-    # --- fault injection (tests/kube_emulator/faults.py) ---
+    # --- fault injection (kube_emulator/faults.py) ---
 
     def inject(self, method: str | None = None, path_regex: str = '', status: int = 503,
                times: int | None = 1) -> FaultRule:

@@ -10,11 +10,10 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-import kmock
-
-from tests.kube_emulator import controllers, discovery, objects
-from tests.kube_emulator.objects import ApiError, ScalePaths
-from tests.kube_emulator.store import GroupPlural, Store
+from kube_emulator import controllers, discovery, objects
+from kube_emulator.kmock_seam import ResourceInfo, ResourcesArray, resource
+from kube_emulator.objects import ApiError, ScalePaths
+from kube_emulator.store import GroupPlural, Store
 
 CRDS: GroupPlural = ('apiextensions.k8s.io', 'customresourcedefinitions')
 DEPLOYMENTS: GroupPlural = ('apps', 'deployments')
@@ -32,7 +31,7 @@ def qualified(key: GroupPlural) -> str:
 
 
 class Cluster:
-    def __init__(self, resources: kmock.ResourcesArray, clock: Callable[[], datetime.datetime]):
+    def __init__(self, resources: ResourcesArray, clock: Callable[[], datetime.datetime]):
         self.resources = resources
         self.clock = clock
         self.store = Store()
@@ -48,13 +47,13 @@ class Cluster:
         self._closing = True
         self.store.wake_all()
 
-    def info(self, key: GroupPlural) -> kmock.ResourceInfo:
+    def info(self, key: GroupPlural) -> ResourceInfo:
         for res in self.resources:
             if (res.group, res.plural) == key:
                 return self.resources[res]
         raise no_resource()
 
-    def scale_paths(self, res: kmock.resource) -> ScalePaths:
+    def scale_paths(self, res: resource) -> ScalePaths:
         custom = self._custom.get((res.group, res.version, res.plural))
         if custom is not None and custom.scale is not None:
             return custom.scale
@@ -62,7 +61,7 @@ class Cluster:
             return ScalePaths()
         raise no_resource()
 
-    def columns(self, res: kmock.resource) -> tuple[dict[str, Any], ...]:
+    def columns(self, res: resource) -> tuple[dict[str, Any], ...]:
         custom = self._custom.get((res.group, res.version, res.plural))
         return custom.columns if custom else discovery.BUILTIN_COLUMNS.get((res.group, res.plural), ())
 

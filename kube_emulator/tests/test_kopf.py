@@ -4,7 +4,7 @@ import asyncio
 import kopf
 import yaml
 
-from tests.kube_emulator.samples import WIDGET_CRD
+from kube_emulator.tests.samples import WIDGET_CRD
 
 _BOUND_S = 5.0
 
