@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.packaging.helm_tool import CHART, HelmActionError, HelmTool, manifest_objects
-from tools import helm_env
+from tests.packaging import helm_env
 
 try:
     from kube_emulator.fixtures import kube_api  # noqa: F401  (the project's one emulator)
