@@ -236,7 +236,10 @@ class KubeEmulator(ScaffoldBase):
             if preconditions.get(field) and preconditions[field] != obj['metadata'].get(field):
                 raise objects.conflict(qualified(key), obj['metadata']['name'])
         policy = options.get('propagationPolicy') or request.params.get('propagationPolicy')
-        return self.cluster.delete(key, obj, orphan=policy == 'Orphan')
+        grace = options.get('gracePeriodSeconds', request.params.get('gracePeriodSeconds'))
+        if grace is not None and not str(grace).lstrip('-').isdigit():
+            raise ApiError(400, 'BadRequest', f'gracePeriodSeconds must be an integer, not {grace!r}')
+        return self.cluster.delete(key, obj, orphan=policy == 'Orphan', grace_s=None if grace is None else int(grace))
 
 
 def _api_version(res: resource) -> str:
