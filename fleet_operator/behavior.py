@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingRules
 from fleet_operator.history import History, Recommendation, ScaleEvent
 
-
 # ---- 3. stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
 
 def stabilize(raw: int, current: int, recs: tuple[Recommendation, ...], spec: AutoscalingSpec,

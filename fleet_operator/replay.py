@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Mapping
 
 from fleet_operator.autoscaler import decide
+from fleet_operator.autoscaling_spec import AutoscalingSpec
 from fleet_operator.decision import Decision, PodSample
 from fleet_operator.history import History
 from fleet_operator.spec import SpecError, parse_autoscaling
-from fleet_operator.autoscaling_spec import AutoscalingSpec
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # trace time 0
 

@@ -158,7 +158,7 @@ class Cluster:
             try:
                 discovery.crd_versions(obj)
             except (KeyError, TypeError) as e:
-                raise ApiError(422, 'Invalid', f'CustomResourceDefinition is invalid: missing {e}')
+                raise ApiError(422, 'Invalid', f'CustomResourceDefinition is invalid: missing {e}') from e
 
     # --- what follows a write: CRD registration and the fake controllers ---
 

@@ -170,7 +170,7 @@ class KubeEmulator(ScaffoldBase):
             labels = parse_label_selector(request.params.get('labelSelector'))
             fields = parse_field_selector(request.params.get('fieldSelector'))
         except SelectorError as e:
-            raise ApiError(400, 'BadRequest', str(e))
+            raise ApiError(400, 'BadRequest', str(e)) from e
         name = request.name  # a watch on /<plural>/<name> is a watch on that name only
         return lambda obj: labels(obj) and fields(obj) and (name is None or obj['metadata']['name'] == name)
 
@@ -265,6 +265,6 @@ def _apply_patch(request: Request, view: dict[str, Any]) -> Any:
     try:
         return algorithm(view, request.data)
     except patching.PatchTestFailed as e:
-        raise ApiError(422, 'Invalid', str(e))
+        raise ApiError(422, 'Invalid', str(e)) from e
     except patching.PatchError as e:
-        raise ApiError(422, 'Invalid', f'the patch cannot be applied: {e}')
+        raise ApiError(422, 'Invalid', f'the patch cannot be applied: {e}') from e

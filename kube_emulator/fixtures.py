@@ -38,7 +38,8 @@ def write_kubeconfig(path: Path, url: str) -> Path:
         'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator', 'preferences': {},
         'clusters': [{'name': 'emulator', 'cluster': {'server': url}}],
         'users': [{'name': 'tester', 'user': {'token': 'any-token'}}],
-        'contexts': [{'name': 'emulator', 'context': {'cluster': 'emulator', 'user': 'tester', 'namespace': 'default'}}],
+        'contexts': [{'name': 'emulator',
+                      'context': {'cluster': 'emulator', 'user': 'tester', 'namespace': 'default'}}],
     }, indent=2))
     return path
 
@@ -205,7 +206,8 @@ class KubeApi:
         if code != 200:
             raise AssertionError(f'no pod {namespace}/{name} ({code}): {pod}')
         status = pods.with_readiness(pod, ready, objects.now_rfc3339(self.emulator.clock()))['status']
-        return self._patch_pod_status(namespace, name, {key: status[key] for key in ('conditions', 'containerStatuses')})
+        readiness = {key: status[key] for key in ('conditions', 'containerStatuses')}
+        return self._patch_pod_status(namespace, name, readiness)
 
     def _patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         code, patched = self.request('PATCH', f'/api/v1/namespaces/{namespace}/pods/{name}/status',

@@ -13,7 +13,12 @@ import pytest
 
 from fleet_operator import handlers, kube
 from fleet_operator.autoscale import (
-    DeploymentMissing, autoscale_fleet, event_for, is_due, is_native, scrape_timeout_s,
+    DeploymentMissing,
+    autoscale_fleet,
+    event_for,
+    is_due,
+    is_native,
+    scrape_timeout_s,
 )
 from fleet_operator.autoscaler import decide
 from fleet_operator.autoscaling_spec import AutoscalingSpec

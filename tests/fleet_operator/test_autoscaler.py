@@ -14,11 +14,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleet_operator.autoscaler import decide
+from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingPolicy, ScalingRules
 from fleet_operator.decision import PodSample
 from fleet_operator.history import (
-    History, Recommendation, ScaleEvent, history_from_status, history_to_status,
+    History,
+    Recommendation,
+    ScaleEvent,
+    history_from_status,
+    history_to_status,
 )
-from fleet_operator.autoscaling_spec import AutoscalingSpec, ScalingPolicy, ScalingRules
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 SPEC = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, target_load_per_replica=32.0)

@@ -50,7 +50,8 @@ def test_example_holds_while_degraded_and_falls_to_min_after_the_down_window():
 
 
 def test_pending_guard_holds_new_pods_while_earlier_ones_start():
-    trace = {"autoscaling": {"maxReplicas": 20, "scaleUp": {"policies": [{"type": "Pods", "value": 2, "periodSeconds": 5}]}},
+    trace = {"autoscaling": {"maxReplicas": 20,
+                             "scaleUp": {"policies": [{"type": "Pods", "value": 2, "periodSeconds": 5}]}},
              "simulation": {"initialReplicas": 1, "startupDelaySeconds": 30},
              "ticks": [{"time": t, "load": 320} for t in range(0, 45, 5)]}
     steps = replay(trace)
@@ -81,8 +82,8 @@ def test_fleet_removes_pending_pods_first():
 
 
 def test_spec_from_trace_defaults_and_camel_case():
-    spec = spec_from_trace({"minReplicas": 2, "scaleUp": {"selectPolicy": "Min",
-                                                          "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}})
+    spec = spec_from_trace({"minReplicas": 2, "scaleUp": {
+        "selectPolicy": "Min", "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}})
     assert (spec.min_replicas, spec.max_replicas, spec.target_load_per_replica) == (2, 8, 32.0)
     assert spec.scale_up.policies == (ScalingPolicy("Pods", 1, 60),) and spec.scale_up.select_policy == "Min"
     assert spec.scale_down == DEFAULT_SCALE_DOWN

@@ -12,7 +12,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from fleet_operator.scraper import (
-    Gauges, ScrapeResult, metrics_url, parse_gauges, pod_sample, scrape_pods, total_gauges,
+    Gauges,
+    ScrapeResult,
+    metrics_url,
+    parse_gauges,
+    pod_sample,
+    scrape_pods,
+    total_gauges,
 )
 from tests.fleet_operator.loopback import free_port
 
@@ -145,7 +151,8 @@ async def test_scrape_pods_stamps_with_the_given_clock_and_reuses_a_session(flee
      ScrapeResult(Gauges(2.0, 3.0), datetime(2026, 1, 1, tzinfo=timezone.utc)), ("Running", True, False, 5.0, "")),
     ({"metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"},
       "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}},
-     ScrapeResult(None, datetime(2026, 1, 1, tzinfo=timezone.utc), "HTTP 503"), ("Running", False, True, None, "HTTP 503")),
+     ScrapeResult(None, datetime(2026, 1, 1, tzinfo=timezone.utc), "HTTP 503"),
+     ("Running", False, True, None, "HTTP 503")),
     ({"metadata": {"name": "a"}, "status": {"phase": "Pending"}}, None, ("Pending", False, False, None, "not scraped")),
     ({"metadata": {"name": "a"}}, None, ("Unknown", False, False, None, "not scraped")),
 ], ids=["running-ready", "deleting-unready", "pending-not-scraped", "no-status"])

@@ -11,7 +11,12 @@ from fleet_operator.autoscaling_spec import (
     ScalingRules,
 )
 from fleet_operator.spec import (
-    ModelSpec, ResourceSpec, ServerSpec, SpecError, parse_autoscaling, parse_fleet,
+    ModelSpec,
+    ResourceSpec,
+    ServerSpec,
+    SpecError,
+    parse_autoscaling,
+    parse_fleet,
 )
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.packaging.helm_tool import CHART, HelmActionError, HelmTool, manifest_objects
 from tests.packaging import helm_env
+from tests.packaging.helm_tool import CHART, HelmActionError, HelmTool, manifest_objects
 
 try:
     from kube_emulator.fixtures import kube_api  # noqa: F401  (the project's one emulator)

@@ -24,8 +24,8 @@ from bench.reliability import (
     make_payloads,
     open_loop,
     overload_run,
-    server_flags,
     served_workload,
+    server_flags,
 )
 from bench.server_process import start_server
 from bench.workload import poisson_send_times
