@@ -127,8 +127,12 @@ class Cluster:
     def _terminate_pod(self, pod: dict[str, Any], grace_s: int | None) -> dict[str, Any]:
         """The kubelet's graceful termination: mark the pod deleted and not ready (one MODIFIED
         event), SIGTERM its process, remove the pod once the process has exited (SIGKILL after
-        the grace period); with finalizers left, it stays marked until they go."""
+        the grace period); with finalizers left, it stays marked until they go. A grace period of
+        0 (`kubectl delete --force --grace-period=0`) removes it at once and SIGKILLs the process."""
         grace = pods.grace_period_s(pod, grace_s)
+        if grace == 0:  # a forced delete: the object goes now, the process is killed
+            self.kubelet.terminate(_pod_key(pod), 0, lambda: None)
+            return self._remove(PODS, pod)
         marked = self.store.put(PODS, pods.marked_terminating(pod, objects.now_rfc3339(self.clock()), grace),
                                 'MODIFIED', old=pod)
         self.kubelet.terminate(_pod_key(pod), grace, lambda: self._pod_exited(_pod_key(pod)))

@@ -41,9 +41,9 @@ def with_readiness(pod: dict[str, Any], ready: bool, now: str) -> dict[str, Any]
 
 
 def grace_period_s(pod: dict[str, Any], requested_s: int | None) -> int:
-    """The grace period of a delete: DeleteOptions' gracePeriodSeconds, else the pod's
-    spec.terminationGracePeriodSeconds, else 30; never negative."""
-    if requested_s is None:
+    """The grace period of a delete: DeleteOptions' gracePeriodSeconds, else (None or negative, as
+    `kubectl delete --grace-period=-1`) the pod's spec.terminationGracePeriodSeconds, else 30."""
+    if requested_s is None or requested_s < 0:
         requested_s = (pod.get('spec') or {}).get('terminationGracePeriodSeconds', DEFAULT_GRACE_S)
     return max(0, int(requested_s))
 

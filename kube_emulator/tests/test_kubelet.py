@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 
+from kube_emulator import pods
 from kube_emulator.fixtures import run_kube_api
 
 _SETTLE_S = 10.0  # bounds the polling only
@@ -89,6 +90,22 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period(kube_ap
     while kube_api.request('GET', '/api/v1/namespaces/default/pods/stubborn')[0] != 404:
         assert time.monotonic() < deadline, 'the pod outlived its killed process'
         time.sleep(0.02)
+
+
+def test_a_forced_delete_removes_the_pod_at_once_and_kills_the_process(kube_api, start_process):
+    proc = start_process(drain_s=5)
+    kube_api.add_pod('default', 'p0', {'app': 'x'}, '127.0.0.2', 30000, process=proc)
+    assert kube_api.request('DELETE', '/api/v1/namespaces/default/pods/p0?gracePeriodSeconds=0')[0] == 200
+    assert kube_api.request('GET', '/api/v1/namespaces/default/pods/p0')[0] == 404
+    assert proc.wait(timeout=5) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize('requested, pod_grace, expected', [
+    (None, None, 30), (None, 7, 7), (3, 7, 3), (-1, 7, 7), (0, 7, 0),
+], ids=['default', 'the-pods', 'the-requests', 'negative-is-the-pods', 'zero'])
+def test_grace_period_s(requested, pod_grace, expected):
+    pod = {'spec': {} if pod_grace is None else {'terminationGracePeriodSeconds': pod_grace}}
+    assert pods.grace_period_s(pod, requested) == expected
 
 
 def test_a_pod_without_a_process_is_deleted_at_once(kube_api):
