@@ -115,6 +115,8 @@ class Cluster:
         A pod bound to a process is terminated gracefully instead (grace_s: DeleteOptions'
         gracePeriodSeconds, None for the pod's own): see _terminate_pod.
         """
+        if key == PODS and self.kubelet.is_terminating(_pod_key(obj)):
+            return obj  # its process is stopping: a second DELETE waits for it too
         if key == PODS and self.kubelet.is_bound(_pod_key(obj)) and not obj['metadata'].get('deletionTimestamp'):
             return self._terminate_pod(obj, grace_s)
         if not obj['metadata'].get('finalizers'):

@@ -72,6 +72,8 @@ def test_deleting_a_bound_pod_marks_it_sigterms_its_process_and_removes_it_when_
     assert deleted['metadata']['deletionGracePeriodSeconds'] == 30  # the default grace period
     code, terminating = kube_api.request('GET', '/api/v1/namespaces/default/pods/p0')
     assert code == 200 and _ready(terminating) == ('False', [False])  # still there, not ready
+    assert kube_api.request('DELETE', '/api/v1/namespaces/default/pods/p0')[0] == 200  # a second DELETE
+    assert kube_api.request('GET', '/api/v1/namespaces/default/pods/p0')[0] == 200  # ...changes nothing
     events = _pod_events(kube_api, 'p0', pod['metadata']['resourceVersion'])
     assert [e['type'] for e in events] == ['MODIFIED', 'DELETED']
     assert events[0]['object']['metadata']['deletionTimestamp'] and _ready(events[0]['object'])[0] == 'False'
