@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast bench clean
+.PHONY: run lint test test-fast bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,15 @@ $(STAMP): pyproject.toml Makefile
 run: $(STAMP)
 	$(PY) -m server $(ARGS)
 
-test: $(STAMP)
+# The layout's rules: ruff (style, imports) and import-linter's contracts (pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest -q $(ARGS)
 
-test-fast: $(STAMP)
+test-fast: lint
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
 
 bench: $(STAMP)

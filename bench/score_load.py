@@ -23,7 +23,7 @@ def parse_label_ids(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"label ids must be comma-separated integers: {text!r}")
+        raise argparse.ArgumentTypeError(f"label ids must be comma-separated integers: {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,8 +18,7 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
-from server.model_support import (final_logit_softcap, layer_mask_keys, layer_windows,
-                                  unsupported_reason)
+from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
 from server.sequence import Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]

@@ -3,8 +3,7 @@ import math
 
 import pytest
 
-from bench.workload import (MIN_TOKEN_ID, Workload, make_bodies, median, percentile,
-                            poisson_send_times)
+from bench.workload import MIN_TOKEN_ID, Workload, make_bodies, median, percentile, poisson_send_times
 
 
 @pytest.mark.parametrize("values, q, expected", [

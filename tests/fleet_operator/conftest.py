@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
+from kube_emulator.fixtures import *  # noqa: F401,F403
 from tests.fleet_operator.crd_schema import CRD_PATH
 from tests.fleet_operator.operator_process import Cluster, running_operator
-from tests.kube_emulator.fixtures import *  # noqa: F401,F403
 
 
 @pytest.fixture()

@@ -1,5 +1,5 @@
 """Fixtures for the chart tests: the Helm tool venv (made on first use) and releases rendered by a
-real install into the Kubernetes API emulator (tests/kube_emulator)."""
+real install into the Kubernetes API emulator (kube_emulator/)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from tests.packaging import helm_env
 from tests.packaging.helm_tool import CHART, HelmActionError, HelmTool, manifest_objects
-from tools import helm_env
 
 try:
-    from tests.kube_emulator.fixtures import kube_api  # noqa: F401  (the project's one emulator)
+    from kube_emulator.fixtures import kube_api  # noqa: F401  (the project's one emulator)
 except ImportError as exc:  # pragma: no cover - only while the emulator is missing
-    _reason = f"the Kubernetes API emulator (tests/kube_emulator/fixtures.py) is missing: {exc}"
+    _reason = f"the Kubernetes API emulator (kube_emulator/fixtures.py) is missing: {exc}"
 
     @pytest.fixture()
     def kube_api():

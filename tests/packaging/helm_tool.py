@@ -1,7 +1,7 @@
 """Drive the real Helm library (helm-sdkpy in the Python >= 3.12 tool venv) from the 3.11 tests.
 
-Each call is one subprocess running tools/helm_run.py with a list of actions, so that releases kept
-by HELM_DRIVER=memory live through the whole list (install, then status, then uninstall).
+Each call is one subprocess running helm_run.py (next to this file) with a list of actions, so that
+releases kept by HELM_DRIVER=memory live through the whole list (install, then status, then uninstall).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "scoring-fleet"
-HELM_RUN = ROOT / "tools" / "helm_run.py"
+HELM_RUN = Path(__file__).resolve().parent / "helm_run.py"
 
 # Helm's severities (helm.sh/helm/v4/pkg/chart/v2/lint/support).
 SEVERITY_WARNING = 2

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import helm_env
+from tests.packaging import helm_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

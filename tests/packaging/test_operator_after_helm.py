@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.processes import stop
 from tests.packaging.helm_tool import by_kind
+from tests.processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 15.0

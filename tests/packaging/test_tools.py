@@ -1,4 +1,4 @@
-"""tools/helm_env.py: how the Python >= 3.12 tool venvs are found, made once and reused."""
+"""tests/packaging/helm_env.py: how the Python >= 3.12 tool venvs are found, made once and reused."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import helm_env
+from tests.packaging import helm_env
 
 
 def test_no_new_enough_python_is_reported_not_guessed():

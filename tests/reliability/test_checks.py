@@ -1,9 +1,10 @@
-"""The pure verdicts of bench.reliability: which answers and load samples break the contract."""
+"""The pure verdicts of tests/reliability/checks.py: which answers and load samples break the contract."""
 from __future__ import annotations
 
 import pytest
 
-from bench.reliability import Answer, LoadSample, answer_problems, build_report, queue_problems
+from bench.reliability import Answer, LoadSample, build_report
+from tests.reliability.checks import answer_problems, queue_problems, run_problems
 
 OK, FULL, LATE = Answer(200), Answer(503, "1"), Answer(504)
 
@@ -41,6 +42,8 @@ def test_queue_problems(samples, cap, problems):
 
 
 def test_a_report_counts_by_status_and_fails_when_the_gauges_never_settle():
-    report = build_report(10.0, 20.0, [OK, OK, FULL], [LoadSample(4, 8)], 64, None, 300.0)
-    assert (report.num_sent, report.by_status, report.peak_waiting) == (3, {"200": 2, "503": 1}, 8)
-    assert report.problems == ["the gauges did not return to 0 after the run"] and not report.ok
+    report = build_report(10.0, 20.0, [OK, OK, FULL, Answer(503)], [LoadSample(4, 8)], None, 300.0)
+    assert (report.num_sent, report.by_status, report.peak_waiting) == (4, {"200": 2, "503": 2}, 8)
+    assert report.num_503_without_retry_after == 1
+    assert run_problems(report, 64) == ["1 answers 503 without a Retry-After in seconds",
+                                        "the gauges did not return to 0 after the run"]

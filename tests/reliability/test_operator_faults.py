@@ -3,7 +3,7 @@ that fails: 5xx bursts on the Deployment, fleet and status paths, 409 conflicts 
 and dropped watch streams; and a fleet deleted while a scale is stuck. It must converge (the
 Deployment matches the fleet, status written) and never crash (alive at the end, no traceback).
 
-Faults come from the emulator's injection API (tests/kube_emulator/faults.py); every rule's `hits`
+Faults come from the emulator's injection API (kube_emulator/faults.py); every rule's `hits`
 is checked, so a fault that never fired cannot make a test pass.
 """
 from __future__ import annotations

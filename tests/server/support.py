@@ -28,7 +28,7 @@ CORPUS = [
 def build_tiny_model(folder: Path) -> Path:
     """Save a 2-layer random Llama and a small byte-level BPE tokenizer to `folder`."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from schemathesis import checks
 from hypothesis import HealthCheck, given, settings
+from schemathesis import checks
 
 from server.config import ServerConfig
 from server.engine import Engine

@@ -4,7 +4,7 @@ import json
 import pytest
 import yaml
 
-from tests.kube_emulator.samples import WIDGET_CRD, widget_yaml
+from kube_emulator.tests.samples import WIDGET_CRD, widget_yaml
 
 
 @pytest.fixture()

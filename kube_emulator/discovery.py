@@ -2,16 +2,15 @@
 
 Owns: APIGroupList/APIGroup/APIResourceList bodies (core group "v1", preferred = newest version,
 scale subresources announced as autoscaling/v1 Scale), what a CustomResourceDefinition registers, and
-the meta.k8s.io/v1 Table that `kubectl get` asks for (printer columns). Pure: no kmock state here.
+the meta.k8s.io/v1 Table that `kubectl get` asks for (printer columns). Pure: no emulator state here.
 """
 import datetime
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kmock import ResourceInfo, resource
-
-from tests.kube_emulator.objects import ScalePaths
+from kube_emulator.kmock_seam import ResourceInfo, resource
+from kube_emulator.objects import ScalePaths
 
 _VERSION = re.compile(r'^v(\d+)(?:(alpha|beta)(\d+))?$')
 Served = list[tuple[resource, ResourceInfo]]

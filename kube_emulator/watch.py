@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp.web
 
-from tests.kube_emulator.store import Event, GroupPlural, Store
+from kube_emulator.store import Event, GroupPlural, Store
 
 Matcher = Callable[[dict[str, Any]], bool]
 Render = Callable[[dict[str, Any]], dict[str, Any]]

@@ -1,7 +1,8 @@
 """Pure decisions of the fake controllers: the Deployment controller's status and the garbage collector.
 
 The Deployment controller pretends every replica is created, updated, ready and available at once, so
-`kubectl rollout status` and `helm --wait` pass; it never creates Pods (tests play the kubelet). The
+`kubectl rollout status` and `helm --wait` pass; it never creates Pods (tests play the kubelet); on a
+scale-down the Cluster deletes the surplus pods (pods.pods_to_delete picks them). The
 garbage collector picks dependents all of whose owners are gone. The emulator runs both soon after a
 write, as real controllers would (a watch sees the user's write first, then the controller's).
 """
@@ -18,18 +19,23 @@ def _condition(kind: str, reason: str, message: str, old: list[dict[str, Any]], 
     }
 
 
+def replicas(deployment: dict[str, Any]) -> int:
+    """spec.replicas, which defaults to 1."""
+    return (deployment.get('spec') or {}).get('replicas', 1)
+
+
 def deployment_status(deployment: dict[str, Any], now: str) -> dict[str, Any]:
     """The status of a Deployment whose every desired replica is instantly up to date and available.
 
     spec.replicas defaults to 1; condition times move only when a condition changes.
     """
-    replicas = (deployment.get('spec') or {}).get('replicas', 1)
+    desired = replicas(deployment)
     old = (deployment.get('status') or {}).get('conditions') or []
     name = deployment['metadata']['name']
     return {
         'observedGeneration': deployment['metadata'].get('generation', 1),
-        'replicas': replicas, 'updatedReplicas': replicas,
-        'readyReplicas': replicas, 'availableReplicas': replicas,
+        'replicas': desired, 'updatedReplicas': desired,
+        'readyReplicas': desired, 'availableReplicas': desired,
         'conditions': [
             _condition('Available', 'MinimumReplicasAvailable', 'Deployment has minimum availability.', old, now),
             _condition('Progressing', 'NewReplicaSetAvailable',

@@ -5,7 +5,7 @@ helm-sdkpy (the real Helm library, as Python bindings) needs Python >= 3.12, whi
 tool gets its own venv, made once from a Python >= 3.12 found on this machine (pyenv's versions count)
 and reused afterwards.
 
-    python tools/helm_env.py [helm|checkov]   # prints the tool venv's python, creating it if needed
+    python tests/packaging/helm_env.py [helm|checkov]   # prints the tool venv's python, creating it if needed
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS_DIR = ROOT / ".tools"
 MIN_PYTHON = (3, 12)
 

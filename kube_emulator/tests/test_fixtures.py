@@ -4,7 +4,7 @@ import urllib.request
 
 import aiohttp.connector
 
-from tests.kube_emulator.fixtures import run_kube_api
+from kube_emulator.fixtures import run_kube_api
 
 
 def _emulator_threads() -> list[threading.Thread]:

@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 
-from tests.kube_emulator.emulator import KubeEmulator
-from tests.kube_emulator.faults import FaultRule, LoggedRequest
+from kube_emulator import objects, pods
+from kube_emulator.emulator import KubeEmulator
+from kube_emulator.faults import FaultRule, LoggedRequest
+from kube_emulator.kmock_seam import Server
+from kube_emulator.kubelet import Process
 
 __all__ = ['kube_api', 'KubeApi', 'run_kube_api']
 
@@ -36,7 +38,8 @@ def write_kubeconfig(path: Path, url: str) -> Path:
         'apiVersion': 'v1', 'kind': 'Config', 'current-context': 'emulator', 'preferences': {},
         'clusters': [{'name': 'emulator', 'cluster': {'server': url}}],
         'users': [{'name': 'tester', 'user': {'token': 'any-token'}}],
-        'contexts': [{'name': 'emulator', 'context': {'cluster': 'emulator', 'user': 'tester', 'namespace': 'default'}}],
+        'contexts': [{'name': 'emulator',
+                      'context': {'cluster': 'emulator', 'user': 'tester', 'namespace': 'default'}}],
     }, indent=2))
     return path
 
@@ -81,7 +84,7 @@ class _ServingThread:
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
-        async with self.emulator, kmock.Server(self.emulator, host='127.0.0.1') as server:
+        async with self.emulator, Server(self.emulator, host='127.0.0.1') as server:
             self.port = server.port
             self._ready.set()
             await self._stop.wait()
@@ -157,17 +160,23 @@ class KubeApi:
         return self.kubectl('apply', '--validate=false', '-f', str(path))
 
     def add_pod(self, namespace: str, name: str, labels: dict[str, str], pod_ip: str, port: int,
-                phase: str = 'Running', ready: bool = True, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+                phase: str = 'Running', ready: bool = True, owner: dict[str, Any] | None = None,
+                process: Process | None = None, grace_s: int | None = None) -> dict[str, Any]:
         """Play the kubelet: a Pod with a container port `http` and status podIP/phase/Ready.
 
         owner: an object (with apiVersion, kind, metadata.name/uid) to put in ownerReferences.
+        process: the pod's server (e.g. a subprocess.Popen listening on pod_ip:port), bound as by
+        bind_process. grace_s: spec.terminationGracePeriodSeconds (None: unset, 30 s).
         """
         meta: dict[str, Any] = {'name': name, 'namespace': namespace, 'labels': dict(labels)}
         if owner is not None:
             meta['ownerReferences'] = [{'apiVersion': owner['apiVersion'], 'kind': owner['kind'], 'controller': True,
                                         'name': owner['metadata']['name'], 'uid': owner['metadata']['uid']}]
-        pod = self.create({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': {'containers': [
-            {'name': 'server', 'image': 'scoring-fleet:test', 'ports': [{'name': 'http', 'containerPort': port}]}]}})
+        spec: dict[str, Any] = {'containers': [
+            {'name': 'server', 'image': 'scoring-fleet:test', 'ports': [{'name': 'http', 'containerPort': port}]}]}
+        if grace_s is not None:
+            spec['terminationGracePeriodSeconds'] = grace_s
+        pod = self.create({'apiVersion': 'v1', 'kind': 'Pod', 'metadata': meta, 'spec': spec})
         truth = 'True' if ready else 'False'
         status = {
             'phase': phase, 'podIP': pod_ip, 'podIPs': [{'ip': pod_ip}], 'hostIP': '127.0.0.1',
@@ -177,13 +186,37 @@ class KubeApi:
             'containerStatuses': [{'name': 'server', 'ready': ready, 'restartCount': 0, 'image': 'scoring-fleet:test',
                                    'imageID': '', 'started': phase == 'Running', 'state': {'running': {}}}],
         }
+        patched = self._patch_pod_status(namespace, name, status)
+        if process is not None:
+            self.bind_process(namespace, name, process)
+        return patched
+
+    def bind_process(self, namespace: str, name: str, process: Process) -> None:
+        """Make `process` the pod's: deleting the pod (a client, a scale-down, garbage collection)
+        then sets deletionTimestamp, marks it not ready, SIGTERMs the process and removes the pod
+        when it exits (SIGKILL after the grace period). Unbound pods go at once, as before."""
+        code, found = self.request('GET', f'/api/v1/namespaces/{namespace}/pods/{name}')
+        if code != 200:
+            raise AssertionError(f'no pod {namespace}/{name} to bind ({code}): {found}')
+        self.emulator.cluster.kubelet.bind((namespace, name), process)
+
+    def set_pod_ready(self, namespace: str, name: str, ready: bool) -> dict[str, Any]:
+        """Mark a pod ready or not (Ready, ContainersReady, containerStatuses[].ready) via /status."""
+        code, pod = self.request('GET', f'/api/v1/namespaces/{namespace}/pods/{name}')
+        if code != 200:
+            raise AssertionError(f'no pod {namespace}/{name} ({code}): {pod}')
+        status = pods.with_readiness(pod, ready, objects.now_rfc3339(self.emulator.clock()))['status']
+        readiness = {key: status[key] for key in ('conditions', 'containerStatuses')}
+        return self._patch_pod_status(namespace, name, readiness)
+
+    def _patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         code, patched = self.request('PATCH', f'/api/v1/namespaces/{namespace}/pods/{name}/status',
                                      {'status': status}, content_type='application/merge-patch+json')
         if code != 200:
             raise AssertionError(f'setting the status of pod {name} failed ({code}): {patched}')
         return patched
 
-    # --- fault injection (tests/kube_emulator/faults.py) ---
+    # --- fault injection (kube_emulator/faults.py) ---
 
     def inject(self, method: str | None = None, path_regex: str = '', status: int = 503,
                times: int | None = 1) -> FaultRule:

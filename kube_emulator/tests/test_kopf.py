@@ -4,7 +4,7 @@ import asyncio
 import kopf
 import yaml
 
-from tests.kube_emulator.samples import WIDGET_CRD
+from kube_emulator.tests.samples import WIDGET_CRD
 
 _BOUND_S = 5.0
 
@@ -54,7 +54,8 @@ async def test_kopf_runs_create_update_and_delete_handlers(kube_api):
         assert await _until(lambda: ('create', 'w') in calls)
         await asyncio.to_thread(kube_api.kubectl, 'patch', 'widget', 'w', '--type=merge', '-p', '{"spec":{"size":2}}')
         assert await _until(lambda: ('update', 'w') in calls)
-        _, stored = await asyncio.to_thread(kube_api.request, 'GET', '/apis/example.dev/v1/namespaces/default/widgets/w')
+        _, stored = await asyncio.to_thread(kube_api.request, 'GET',
+                                            '/apis/example.dev/v1/namespaces/default/widgets/w')
         await asyncio.to_thread(kube_api.kubectl, 'delete', 'widget', 'w', '--timeout=10s')
         assert await _until(lambda: ('delete', 'w') in calls)
     finally:

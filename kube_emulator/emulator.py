@@ -1,5 +1,5 @@
 """KubeEmulator: kmock's Kubernetes scaffold plus the API-server behaviour a kopf operator, kubectl and
-Helm rely on. Pinned to kmock 0.8: it replaces KubernetesScaffold.__call__ and the discovery handlers.
+Helm rely on. It reaches kmock only through kmock_seam.ScaffoldBase (request entry, discovery hooks).
 
 Owns the HTTP side: routing resource paths, PUT/PATCH/DELETE into Cluster writes (status and scale
 split, patch types, preconditions), lists, watches, Tables, Status errors. The Cluster (cluster.py)
@@ -12,15 +12,14 @@ from typing import Any
 
 import aiohttp.web
 import attrs
-import kmock
 
-from tests.kube_emulator import discovery, objects, patching, watch
-from tests.kube_emulator.faults import Faults
-from tests.kube_emulator.cluster import NAMESPACES, Cluster, no_resource, qualified
-from tests.kube_emulator.objects import ApiError
-from tests.kube_emulator.routing import parse_request
-from tests.kube_emulator.selectors import SelectorError, parse_field_selector, parse_label_selector
-from tests.kube_emulator.store import GroupPlural, Store
+from kube_emulator import discovery, objects, patching, watch
+from kube_emulator.cluster import NAMESPACES, Cluster, no_resource, qualified
+from kube_emulator.faults import Faults
+from kube_emulator.kmock_seam import Request, ResourceInfo, ScaffoldBase, resource
+from kube_emulator.objects import ApiError
+from kube_emulator.selectors import SelectorError, parse_field_selector, parse_label_selector
+from kube_emulator.store import GroupPlural, Store
 
 _PATCHES: dict[str, Callable[[Any, Any], Any]] = {
     'application/merge-patch+json': patching.merge_patch,
@@ -36,7 +35,7 @@ def utc_now() -> datetime.datetime:
 
 
 @attrs.define(kw_only=True)
-class KubeEmulator(kmock.KubernetesScaffold):
+class KubeEmulator(ScaffoldBase):
     """An in-memory API server; serve it with `kmock.Server(emulator, host='127.0.0.1')`."""
 
     clock: Callable[[], datetime.datetime] = utc_now
@@ -58,11 +57,9 @@ class KubeEmulator(kmock.KubernetesScaffold):
         """End all watches and stop the fake controllers (call before stopping the server)."""
         self.cluster.close()
 
-    # --- HTTP entry (replaces kmock's, whose path parser breaks on /api/v1/namespaces) ---
+    # --- HTTP entry (kmock_seam calls it for every request) ---
 
-    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        request = await parse_request(raw, id=len(self._requests))
-        self._requests.append(request)
+    async def serve(self, request: Request, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         fault = self.faults.take(raw.method, raw.path_qs, raw.headers.get('User-Agent', ''))
         if fault is not None:
             injected = ApiError(fault.status, fault.reason, f'injected fault on {raw.method} {raw.path}')
@@ -70,41 +67,39 @@ class KubeEmulator(kmock.KubernetesScaffold):
         try:
             if request.resource is not None and request.resource.plural is not None:
                 return await self._serve(request, raw)
-            return await self._handle(request)  # kmock: discovery, /version, 404
+            return await self.serve_by_kmock(request)  # discovery, /version, 404
         except ApiError as e:
             return aiohttp.web.json_response(e.status(), status=e.code)
-        except Exception as e:  # a bug here must reach the client as a 500 Status, not a dropped connection
-            return await self._render_error(e)
 
     # --- discovery (kmock's says groupVersion "/v1" and picks a random preferred version) ---
 
     def _served(self) -> discovery.Served:
         return [(res, self.resources[res]) for res in self.resources]
 
-    async def _serve_apis(self, request: kmock.Request) -> Any:
+    def discovery_groups(self) -> Any:
         return discovery.group_list(self._served())
 
-    async def _serve_group(self, request: kmock.Request) -> Any:
-        found = discovery.group(self._served(), request.resource.group)
+    def discovery_group(self, group: str) -> Any:
+        found = discovery.group(self._served(), group)
         if found is None:
             raise no_resource()
         return found
 
-    async def _serve_version(self, request: kmock.Request) -> Any:
-        found = discovery.resource_list(self._served(), request.resource.group, request.resource.version)
+    def discovery_version(self, group: str, version: str) -> Any:
+        found = discovery.resource_list(self._served(), group, version)
         if found is None:
             raise no_resource()
         return found
 
     # --- routing ---
 
-    def _lookup(self, request: kmock.Request) -> tuple[kmock.resource, kmock.ResourceInfo]:
+    def _lookup(self, request: Request) -> tuple[resource, ResourceInfo]:
         for res in self.resources:
             if res == request.resource:
                 return res, self.resources[res]
         raise no_resource()
 
-    async def _serve(self, request: kmock.Request, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+    async def _serve(self, request: Request, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         res, info = self._lookup(request)
         key: GroupPlural = (res.group, res.plural)
         if request.namespace is not None and not info.namespaced:
@@ -133,7 +128,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
             return _json(self._view(request, res, info, self._write(request, res, info, old, dry_run)))
         raise ApiError(405, 'MethodNotAllowed', f'{method} is not supported')
 
-    def _serve_collection(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo,
+    def _serve_collection(self, request: Request, res: resource, info: ResourceInfo,
                           ns: str | None) -> tuple[dict[str, Any], int]:
         method, key = request.method.value, (res.group, res.plural)
         if method == 'GET':
@@ -151,7 +146,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
 
     # --- reads ---
 
-    def _present(self, request: kmock.Request | None, res: kmock.resource, info: kmock.ResourceInfo,
+    def _present(self, request: Request | None, res: resource, info: ResourceInfo,
                  obj: dict[str, Any]) -> dict[str, Any]:
         """obj as this version of the resource, or as a one-row Table if the request asks for Tables."""
         obj = dict(obj, apiVersion=_api_version(res), kind=info.kind)
@@ -159,27 +154,27 @@ class KubeEmulator(kmock.KubernetesScaffold):
             return discovery.table([obj], self.cluster.columns(res), obj['metadata']['resourceVersion'], self.clock())
         return obj
 
-    def _view(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo,
+    def _view(self, request: Request, res: resource, info: ResourceInfo,
               obj: dict[str, Any]) -> dict[str, Any]:
         if request.subresource == 'scale':
             return objects.to_scale(obj, self.cluster.scale_paths(res))
         return self._present(request, res, info, obj)
 
-    def _as_list(self, res: kmock.resource, info: kmock.ResourceInfo, items: list[dict[str, Any]]) -> dict[str, Any]:
+    def _as_list(self, res: resource, info: ResourceInfo, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {'kind': f'{info.kind}List', 'apiVersion': _api_version(res),
                 'metadata': {'resourceVersion': str(self.store.resource_version)},
                 'items': [self._present(None, res, info, obj) for obj in items]}
 
-    def _matcher(self, request: kmock.Request) -> Callable[[dict[str, Any]], bool]:
+    def _matcher(self, request: Request) -> Callable[[dict[str, Any]], bool]:
         try:
             labels = parse_label_selector(request.params.get('labelSelector'))
             fields = parse_field_selector(request.params.get('fieldSelector'))
         except SelectorError as e:
-            raise ApiError(400, 'BadRequest', str(e))
+            raise ApiError(400, 'BadRequest', str(e)) from e
         name = request.name  # a watch on /<plural>/<name> is a watch on that name only
         return lambda obj: labels(obj) and fields(obj) and (name is None or obj['metadata']['name'] == name)
 
-    def _list(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo,
+    def _list(self, request: Request, res: resource, info: ResourceInfo,
               ns: str | None) -> dict[str, Any]:
         matches = self._matcher(request)
         found = self._as_list(res, info, [obj for obj in self.store.objects((res.group, res.plural), ns)
@@ -189,8 +184,8 @@ class KubeEmulator(kmock.KubernetesScaffold):
                                    self.clock())
         return found
 
-    async def _watch(self, request: kmock.Request, raw: aiohttp.web.BaseRequest, res: kmock.resource,
-                     info: kmock.ResourceInfo, ns: str | None) -> aiohttp.web.StreamResponse:
+    async def _watch(self, request: Request, raw: aiohttp.web.BaseRequest, res: resource,
+                     info: ResourceInfo, ns: str | None) -> aiohttp.web.StreamResponse:
         params, key = request.params, (res.group, res.plural)
         query = watch.WatchQuery(key, ns, self._matcher(request))
         initial, end_bookmark = None, None
@@ -212,7 +207,7 @@ class KubeEmulator(kmock.KubernetesScaffold):
 
     # --- writes ---
 
-    def _write(self, request: kmock.Request, res: kmock.resource, info: kmock.ResourceInfo,
+    def _write(self, request: Request, res: resource, info: ResourceInfo,
                old: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         """PUT or PATCH of the object, its /status or its /scale."""
         sub, key = request.subresource, (res.group, res.plural)
@@ -234,17 +229,20 @@ class KubeEmulator(kmock.KubernetesScaffold):
             new = written
         return self.cluster.update(key, old, new, dry_run)
 
-    def _delete(self, request: kmock.Request, key: GroupPlural, obj: dict[str, Any]) -> dict[str, Any]:
+    def _delete(self, request: Request, key: GroupPlural, obj: dict[str, Any]) -> dict[str, Any]:
         options = request.data if isinstance(request.data, dict) else {}
         preconditions = options.get('preconditions') or {}
         for field in ('uid', 'resourceVersion'):
             if preconditions.get(field) and preconditions[field] != obj['metadata'].get(field):
                 raise objects.conflict(qualified(key), obj['metadata']['name'])
         policy = options.get('propagationPolicy') or request.params.get('propagationPolicy')
-        return self.cluster.delete(key, obj, orphan=policy == 'Orphan')
+        grace = options.get('gracePeriodSeconds', request.params.get('gracePeriodSeconds'))
+        if grace is not None and not str(grace).lstrip('-').isdigit():
+            raise ApiError(400, 'BadRequest', f'gracePeriodSeconds must be an integer, not {grace!r}')
+        return self.cluster.delete(key, obj, orphan=policy == 'Orphan', grace_s=None if grace is None else int(grace))
 
 
-def _api_version(res: kmock.resource) -> str:
+def _api_version(res: resource) -> str:
     return f'{res.group}/{res.version}' if res.group else res.version
 
 
@@ -252,21 +250,21 @@ def _json(payload: Any, code: int = 200) -> aiohttp.web.Response:
     return aiohttp.web.json_response(payload, status=code)
 
 
-def _content_type(request: kmock.Request) -> str:
+def _content_type(request: Request) -> str:
     return request.headers.get('Content-Type', '').split(';')[0].strip()
 
 
-def _wants_table(request: kmock.Request) -> bool:
+def _wants_table(request: Request) -> bool:
     return 'as=Table' in request.headers.get('Accept', '')
 
 
-def _apply_patch(request: kmock.Request, view: dict[str, Any]) -> Any:
+def _apply_patch(request: Request, view: dict[str, Any]) -> Any:
     algorithm = _PATCHES.get(_content_type(request))
     if algorithm is None:
         raise ApiError(415, 'UnsupportedMediaType', f'unsupported patch type {_content_type(request)!r}')
     try:
         return algorithm(view, request.data)
     except patching.PatchTestFailed as e:
-        raise ApiError(422, 'Invalid', str(e))
+        raise ApiError(422, 'Invalid', str(e)) from e
     except patching.PatchError as e:
-        raise ApiError(422, 'Invalid', f'the patch cannot be applied: {e}')
+        raise ApiError(422, 'Invalid', f'the patch cannot be applied: {e}') from e

@@ -58,7 +58,8 @@ def test_deleting_an_owner_deletes_its_dependents_recursively(kube_api, core, ap
 
 
 def test_orphan_propagation_keeps_dependents(kube_api, core, apps):
-    owner = kube_api.client().sanitize_for_serialization(apps.create_namespaced_deployment('default', _deployment('web', 1)))
+    created = apps.create_namespaced_deployment('default', _deployment('web', 1))
+    owner = kube_api.client().sanitize_for_serialization(created)
     kube_api.add_pod('default', 'web-0', {'app': 'web'}, '127.0.0.2', 8000, owner=owner)
     apps.delete_namespaced_deployment('web', 'default', propagation_policy='Orphan')
     time.sleep(0.1)  # give a (wrong) collection the chance to happen

@@ -13,7 +13,7 @@ releases live only as long as the process:
 Prints one JSON list, a {"ok": bool, "result" | "error": ...} per action; an action that fails does
 not stop the next. The cluster is the one in $KUBECONFIG (or --kubeconfig).
 
-    HELM_DRIVER=memory .tools/helm-venv/bin/python tools/helm_run.py [--kubeconfig PATH] < actions.json
+    HELM_DRIVER=memory .tools/helm-venv/bin/python tests/packaging/helm_run.py [--kubeconfig PATH] < actions.json
 """
 from __future__ import annotations
 

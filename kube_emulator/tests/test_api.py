@@ -104,7 +104,8 @@ def test_stale_resource_version_on_merge_patch_is_409(core):
     created = core.create_namespaced_config_map('default', _configmap('a'))
     core.patch_namespaced_config_map('a', 'default', {'data': {'k': 'newer'}})
     with pytest.raises(ApiException) as err:
-        core.patch_namespaced_config_map('a', 'default', {'metadata': {'resourceVersion': created.metadata.resource_version}})
+        core.patch_namespaced_config_map('a', 'default',
+                                         {'metadata': {'resourceVersion': created.metadata.resource_version}})
     assert err.value.status == 409
 
 
@@ -179,7 +180,8 @@ def test_list_has_kind_api_version_and_resource_version(kube_api, core):
     ('tier=web,!canary', ['a']),
 ], ids=['eq', 'eqeq', 'neq', 'in', 'notin', 'exists', 'not-exists', 'and'])
 def test_list_label_selectors(core, selector, expected):
-    for name, labels in [('a', {'tier': 'web'}), ('b', {'tier': 'web', 'canary': '1'}), ('c', {'tier': 'db'}), ('d', {})]:
+    for name, labels in [('a', {'tier': 'web'}), ('b', {'tier': 'web', 'canary': '1'}), ('c', {'tier': 'db'}),
+                         ('d', {})]:
         core.create_namespaced_config_map('default', _configmap(name, labels))
     found = core.list_namespaced_config_map('default', label_selector=selector)
     assert [o.metadata.name for o in found.items] == expected

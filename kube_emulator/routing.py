@@ -1,17 +1,14 @@
 """Request parsing for the emulator: URL path -> (group, version, namespace, plural, name, subresource).
 
 kmock 0.8's parser fails on `/api/v1/namespaces` and reads `/api/v1/namespaces/x` as a namespace with
-no resource; this one knows that `namespaces` is also a resource. Builds kmock's own Request so that
-kmock's request log and discovery handlers keep working (pinned to kmock 0.8: Request's fields).
+no resource; this one knows that `namespaces` is also a resource. Pure: kmock_seam.py turns the parts
+into kmock's Request.
 """
 import json
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp.web
 import yaml
-from kmock import Request, resource
-from kmock._internal import enums, parsing
 
 
 @dataclass(frozen=True)
@@ -56,18 +53,3 @@ def decode_body(text: str) -> Any:
             return yaml.safe_load(text)
         except yaml.YAMLError:
             return None
-
-
-async def parse_request(raw: aiohttp.web.BaseRequest, *, id: int) -> Request:
-    body = await raw.read()
-    text = body.decode('utf-8', errors='replace')
-    path = parse_path(raw.path)
-    kmock_path = parsing.ParsedPath(path.group, path.version, path.plural, path.namespace, path.name, path.subresource)
-    method = enums.method(raw.method)
-    res = None if path.group is None else resource(group=path.group, version=path.version, plural=path.plural)
-    return Request(
-        id=id, raw_request=raw, url=raw.url, method=raw.method, params=dict(raw.query),
-        headers=dict(raw.headers), cookies=dict(raw.cookies), body=body, text=text, data=decode_body(text),
-        action=parsing.guess_k8s(kmock_path, method, dict(raw.query)), resource=res,
-        namespace=path.namespace, name=path.name, subresource=path.subresource,
-    )

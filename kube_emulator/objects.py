@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from tests.kube_emulator.selectors import format_match_labels
+from kube_emulator.selectors import format_match_labels
 
 _IMMUTABLE_META = ('uid', 'name', 'namespace', 'creationTimestamp', 'deletionTimestamp', 'selfLink')
 _NOT_SPEC = ('metadata', 'status', 'apiVersion', 'kind')

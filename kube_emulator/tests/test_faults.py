@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from tests.kube_emulator.faults import FaultRule
+from kube_emulator.faults import FaultRule
 
 CONFIGMAPS = '/api/v1/namespaces/default/configmaps'
 

@@ -3,7 +3,7 @@ import datetime
 
 import pytest
 
-from tests.kube_emulator import controllers, discovery, objects, patching, routing, selectors
+from kube_emulator import controllers, discovery, objects, patching, routing, selectors
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -117,7 +117,8 @@ def test_preferred_version_is_the_newest_stable():
 
 def test_carry_over_keeps_identity_and_bumps_generation_on_spec_only():
     old = {'metadata': {'name': 'a', 'uid': 'u', 'generation': 3, 'resourceVersion': '9'}, 'spec': {'x': 1}}
-    relabelled = objects.carry_over(old, {'metadata': {'name': 'b', 'uid': 'v', 'labels': {'l': '1'}}, 'spec': {'x': 1}})
+    relabelled = objects.carry_over(old, {'metadata': {'name': 'b', 'uid': 'v', 'labels': {'l': '1'}},
+                                          'spec': {'x': 1}})
     respecced = objects.carry_over(old, {'metadata': {}, 'spec': {'x': 2}})
     assert relabelled['metadata'] == {'name': 'a', 'uid': 'u', 'generation': 3, 'resourceVersion': '9',
                                       'labels': {'l': '1'}}

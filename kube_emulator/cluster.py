@@ -1,8 +1,9 @@
 """Cluster: the objects and what each write does to them, with no HTTP in sight.
 
 Owns: the Store, the custom resources registered from CRDs (scale paths, printer columns), create /
-update / delete semantics (objects.py rules, finalizers, no-op writes), and the fake controllers run
-soon after a write: CRD establishment, the Deployment controller, garbage collection. It registers CRD
+update / delete semantics (objects.py rules, finalizers, no-op writes, graceful deletion of pods
+bound to a process through the Kubelet), and the fake controllers run soon after a write: CRD
+establishment, the Deployment controller (status; pod deletion on a scale-down), garbage collection. It registers CRD
 versions into kmock's ResourcesArray (the discovery catalogue) it is given. Event-loop thread only.
 """
 import asyncio
@@ -10,15 +11,17 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-import kmock
-
-from tests.kube_emulator import controllers, discovery, objects
-from tests.kube_emulator.objects import ApiError, ScalePaths
-from tests.kube_emulator.store import GroupPlural, Store
+from kube_emulator import controllers, discovery, objects, pods
+from kube_emulator.kmock_seam import ResourceInfo, ResourcesArray, resource
+from kube_emulator.kubelet import Kubelet, PodKey
+from kube_emulator.objects import ApiError, ScalePaths
+from kube_emulator.selectors import format_match_labels, parse_label_selector
+from kube_emulator.store import GroupPlural, Store
 
 CRDS: GroupPlural = ('apiextensions.k8s.io', 'customresourcedefinitions')
 DEPLOYMENTS: GroupPlural = ('apps', 'deployments')
 NAMESPACES: GroupPlural = ('', 'namespaces')
+PODS: GroupPlural = ('', 'pods')
 _BUILTIN_SCALABLE = {DEPLOYMENTS, ('apps', 'replicasets'), ('apps', 'statefulsets'), ('', 'replicationcontrollers')}
 
 
@@ -32,10 +35,11 @@ def qualified(key: GroupPlural) -> str:
 
 
 class Cluster:
-    def __init__(self, resources: kmock.ResourcesArray, clock: Callable[[], datetime.datetime]):
+    def __init__(self, resources: ResourcesArray, clock: Callable[[], datetime.datetime]):
         self.resources = resources
         self.clock = clock
         self.store = Store()
+        self.kubelet = Kubelet()
         self._custom: dict[tuple[str, str, str], discovery.CrdVersion] = {}
         self._closing = False
 
@@ -46,15 +50,16 @@ class Cluster:
     def close(self) -> None:
         """Stop the controllers and wake every watch so that it can end."""
         self._closing = True
+        self.kubelet.close()
         self.store.wake_all()
 
-    def info(self, key: GroupPlural) -> kmock.ResourceInfo:
+    def info(self, key: GroupPlural) -> ResourceInfo:
         for res in self.resources:
             if (res.group, res.plural) == key:
                 return self.resources[res]
         raise no_resource()
 
-    def scale_paths(self, res: kmock.resource) -> ScalePaths:
+    def scale_paths(self, res: resource) -> ScalePaths:
         custom = self._custom.get((res.group, res.version, res.plural))
         if custom is not None and custom.scale is not None:
             return custom.scale
@@ -62,7 +67,7 @@ class Cluster:
             return ScalePaths()
         raise no_resource()
 
-    def columns(self, res: kmock.resource) -> tuple[dict[str, Any], ...]:
+    def columns(self, res: resource) -> tuple[dict[str, Any], ...]:
         custom = self._custom.get((res.group, res.version, res.plural))
         return custom.columns if custom else discovery.BUILTIN_COLUMNS.get((res.group, res.plural), ())
 
@@ -96,14 +101,24 @@ class Cluster:
             return merged
         if merged == old:
             return old  # a no-op write: no new resourceVersion, no event (as the API server does)
-        if merged['metadata'].get('deletionTimestamp') and not merged['metadata'].get('finalizers'):
+        if (merged['metadata'].get('deletionTimestamp') and not merged['metadata'].get('finalizers')
+                and not (key == PODS and self.kubelet.is_terminating(_pod_key(merged)))):
             return self._remove(key, merged)
         stored = self.store.put(key, merged, 'MODIFIED', old=old)
-        self._after_write(key, stored)
+        self._after_write(key, stored, old)
         return stored
 
-    def delete(self, key: GroupPlural, obj: dict[str, Any], orphan: bool = False) -> dict[str, Any]:
-        """Delete now, or (with finalizers) mark with deletionTimestamp and wait for them to go."""
+    def delete(self, key: GroupPlural, obj: dict[str, Any], orphan: bool = False,
+               grace_s: int | None = None) -> dict[str, Any]:
+        """Delete now, or (with finalizers) mark with deletionTimestamp and wait for them to go.
+
+        A pod bound to a process is terminated gracefully instead (grace_s: DeleteOptions'
+        gracePeriodSeconds, None for the pod's own): see _terminate_pod.
+        """
+        if key == PODS and self.kubelet.is_terminating(_pod_key(obj)):
+            return obj  # its process is stopping: a second DELETE waits for it too
+        if key == PODS and self.kubelet.is_bound(_pod_key(obj)) and not obj['metadata'].get('deletionTimestamp'):
+            return self._terminate_pod(obj, grace_s)
         if not obj['metadata'].get('finalizers'):
             return self._remove(key, obj, orphan)
         if obj['metadata'].get('deletionTimestamp'):
@@ -111,8 +126,29 @@ class Cluster:
         marked = dict(obj, metadata=dict(obj['metadata'], deletionTimestamp=objects.now_rfc3339(self.clock())))
         return self.store.put(key, marked, 'MODIFIED', old=obj)
 
+    def _terminate_pod(self, pod: dict[str, Any], grace_s: int | None) -> dict[str, Any]:
+        """The kubelet's graceful termination: mark the pod deleted and not ready (one MODIFIED
+        event), SIGTERM its process, remove the pod once the process has exited (SIGKILL after
+        the grace period); with finalizers left, it stays marked until they go. A grace period of
+        0 (`kubectl delete --force --grace-period=0`) removes it at once and SIGKILLs the process."""
+        grace = pods.grace_period_s(pod, grace_s)
+        if grace == 0:  # a forced delete: the object goes now, the process is killed
+            self.kubelet.terminate(_pod_key(pod), 0, lambda: None)
+            return self._remove(PODS, pod)
+        marked = self.store.put(PODS, pods.marked_terminating(pod, objects.now_rfc3339(self.clock()), grace),
+                                'MODIFIED', old=pod)
+        self.kubelet.terminate(_pod_key(pod), grace, lambda: self._pod_exited(_pod_key(pod)))
+        return marked
+
+    def _pod_exited(self, key: PodKey) -> None:
+        pod = self.store.get(PODS, *key)
+        if pod is not None and pods.is_terminating(pod) and not pod['metadata'].get('finalizers'):
+            self._remove(PODS, pod)
+
     def _remove(self, key: GroupPlural, obj: dict[str, Any], orphan: bool = False) -> dict[str, Any]:
         final = self.store.remove(key, obj)
+        if key == PODS:
+            self.kubelet.unbind(_pod_key(final))
         if key == CRDS:
             self._unregister_crd(final)
         if key == NAMESPACES:
@@ -128,16 +164,18 @@ class Cluster:
             try:
                 discovery.crd_versions(obj)
             except (KeyError, TypeError) as e:
-                raise ApiError(422, 'Invalid', f'CustomResourceDefinition is invalid: missing {e}')
+                raise ApiError(422, 'Invalid', f'CustomResourceDefinition is invalid: missing {e}') from e
 
     # --- what follows a write: CRD registration and the fake controllers ---
 
-    def _after_write(self, key: GroupPlural, obj: dict[str, Any]) -> None:
+    def _after_write(self, key: GroupPlural, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         if key == CRDS:
             self._register_crd(obj)
             self._soon(self._establish_crd, obj['metadata']['name'])
         if key == DEPLOYMENTS and not obj['metadata'].get('deletionTimestamp'):
             self._soon(self._reconcile_deployment, obj['metadata']['namespace'], obj['metadata']['name'])
+            if old is not None and controllers.replicas(obj) < controllers.replicas(old):
+                self._soon(self._scale_down, obj['metadata']['namespace'], obj['metadata']['name'])
 
     def _soon(self, callback: Callable[..., None], *args: Any) -> None:
         # Controllers act after the write's response, as real ones do; none run once closing.
@@ -186,9 +224,25 @@ class Cluster:
         if deployment.get('status') != status:
             self.update(DEPLOYMENTS, deployment, dict(deployment, status=status))
 
+    def _scale_down(self, namespace: str, name: str) -> None:
+        """The ReplicaSet controller on a scale-down: delete the surplus of the Deployment's
+        selected, non-terminating pods, in Kubernetes' order (pods.pods_to_delete)."""
+        deployment = self.store.get(DEPLOYMENTS, namespace, name)
+        selector = (deployment or {}).get('spec', {}).get('selector')
+        if deployment is None or not selector or deployment['metadata'].get('deletionTimestamp'):
+            return
+        selects = parse_label_selector(format_match_labels(selector))
+        selected = [pod for pod in self.store.objects(PODS, namespace) if selects(pod)]
+        for pod in pods.pods_to_delete(selected, controllers.replicas(deployment)):
+            self.delete(PODS, pod)
+
     def _collect_garbage(self) -> None:
         live = {obj['metadata']['uid'] for key in self.store.resources() for obj in self.store.objects(key)}
         for key in self.store.resources():
             for obj in self.store.objects(key):
                 if controllers.is_orphaned(obj, live) and not obj['metadata'].get('deletionTimestamp'):
                     self.delete(key, obj)
+
+
+def _pod_key(pod: dict[str, Any]) -> PodKey:
+    return pod['metadata'].get('namespace') or 'default', pod['metadata']['name']

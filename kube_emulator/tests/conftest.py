@@ -1,7 +1,7 @@
 import kubernetes
 import pytest
 
-from tests.kube_emulator.fixtures import *  # noqa
+from kube_emulator.fixtures import *  # noqa
 
 
 @pytest.fixture()
