@@ -20,7 +20,7 @@ import yaml
 RULES = Path(__file__).resolve().parents[2] / "charts" / "scoring-fleet" / "files" / \
     "prometheus-rules.yaml"
 INTERVAL_S = 15
-GUARD_STEPS = 60 // INTERVAL_S  # the rules' `offset 1m`: a pod must be known for a minute
+GUARD_STEPS = 60 // INTERVAL_S  # the rules' `offset 1m`: some pod of the fleet known for a minute
 NAMESPACE, FLEET = "team-a", "scorer"
 
 # One pod's state at one scrape. `ok` answers both gauges; `down` is a failed scrape (frozen, dead or
@@ -78,13 +78,13 @@ def input_series(pods: list[Pod]) -> list[dict[str, str]]:
 
 def fleet_total(pods: list[Pod], fleet: str, step: int) -> int | None:
     """What the rules must record at `step`: the sum while every known pod of the fleet answers
-    both gauges and has been known for a minute; None (no sample) otherwise or with no pod."""
+    both gauges and some pod of it has been known for a minute; None (no sample) otherwise."""
     known = [p for p in pods if p.fleet == fleet and p.states[step] in KNOWN]
     if not known:
         return None
     if any(p.states[step] != OK for p in known):
         return None
-    if step < GUARD_STEPS or any(p.states[step - GUARD_STEPS] not in KNOWN for p in known):
+    if step < GUARD_STEPS or all(p.states[step - GUARD_STEPS] not in KNOWN for p in known):
         return None
     return sum(p.load() for p in _one_per_pod(known))
 
@@ -127,7 +127,7 @@ SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
     # name: (pods, hand-checked {step: total}) -- the table below is the whole expectation.
     "healthy": (
         [Pod("a", STEADY, 6, 4), Pod("b", STEADY, 20), Pod("c", STEADY, 10, 20)],
-        {0: None, 3: None, 4: 60, 23: 60}),   # None before 1 min: the cold-start guard
+        {0: None, 3: None, 4: 60, 23: 60}),   # None in a fresh Prometheus' first minute
     "one-pod-frozen": (
         [Pod("a", STEADY, 10), Pod("b", timeline((OK, 8), (DOWN, 8), (OK, 8)), 20),
          Pod("c", STEADY, 30)],
@@ -143,7 +143,7 @@ SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
     "a-pod-added": (
         [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
          Pod("c", timeline((UNKNOWN, 8), (DOWN, 2), (OK, 14)), 30)],
-        {7: 30, 8: None, 11: None, 12: 60}),  # c loads its model (down), is known for 1 min
+        {7: 30, 8: None, 9: None, 10: 60}),  # absent while c loads its model (30 if not)
     "a-pod-removed": (
         [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
          Pod("c", timeline((OK, 8), (UNKNOWN, 16)), 30)],
@@ -151,7 +151,7 @@ SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
     "prometheus-cold-start": (
         [Pod("a", STEADY, 10), Pod("b", timeline((UNKNOWN, 2), (OK, 22)), 20),
          Pod("c", STEADY, 30)],
-        {4: None, 5: None, 6: 60}),  # 40 at steps 4-5 without the guard: b not known long enough
+        {0: None, 1: None, 3: None, 4: 60}),  # 40 at steps 0-1 without the guard: b not yet known
     "two-monitors-one-pod": (
         [Pod("a", STEADY, 10), Pod("a", STEADY, 10, job="servicemonitor"), Pod("b", STEADY, 20),
          Pod("c", timeline((OK, 8), (DOWN, 4), (OK, 12)), 30, job="servicemonitor"),
