@@ -39,8 +39,9 @@ setup-promtool:
 	       "(Debian's package ships it), or set PROMTOOL=/path/to/promtool" >&2; exit 1; \
 	fi; \
 	echo "installing promtool (Debian package prometheus)"; \
-	apt-cache show prometheus >/dev/null 2>&1 || apt-get update -qq; \
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
 run: $(STAMP)
 	$(PY) -m server $(ARGS)
