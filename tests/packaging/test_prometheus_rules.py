@@ -1,0 +1,209 @@
+"""The chart's recording rules (charts/scoring-fleet/files/prometheus-rules.yaml) under promtool's
+own rule-test engine (`promtool test rules`, Debian's `prometheus` package; `make test` installs it).
+
+Each scenario is a table of pod timelines, one state per 15 s scrape. From it the test writes
+promtool's unit-test file: the scraped series (`up`, both gauges, staleness markers where Prometheus
+writes them) and, for every evaluation step, the exact samples the rules must give: the fleet's
+true total while every pod is counted, nothing otherwise. So no step may hold a lower total.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+RULES = Path(__file__).resolve().parents[2] / "charts" / "scoring-fleet" / "files" / \
+    "prometheus-rules.yaml"
+INTERVAL_S = 15
+GUARD_STEPS = 60 // INTERVAL_S  # the rules' `offset 1m`: some pod of the fleet known for a minute
+NAMESPACE, FLEET = "team-a", "scorer"
+
+# One pod's state at one scrape. `ok` answers both gauges; `down` is a failed scrape (frozen, dead or
+# still loading: up 0, its gauges stale); `no_queue` answers without sglang:num_queue_reqs;
+# `unknown` is not a target (not yet discovered, or deleted: every series of it stale).
+OK, DOWN, NO_QUEUE, UNKNOWN = "ok", "down", "no_queue", "unknown"
+KNOWN = (OK, DOWN, NO_QUEUE)
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    states: tuple[str, ...]   # one per step
+    running: int = 0          # its gauges while it answers
+    queued: int = 0
+    fleet: str = FLEET
+    job: str = "podmonitor"   # a second Pod with the same name and another job: a second monitor
+
+    def load(self) -> int:
+        return self.running + self.queued
+
+
+def timeline(*spans: tuple[str, int]) -> tuple[str, ...]:
+    return tuple(state for state, count in spans for _ in range(count))
+
+
+def _tokens(states: tuple[str, ...], value_in: dict[str, object]) -> str:
+    """promtool's values string: a value where the state has one, `stale` right after the last one
+    (what Prometheus writes when a scrape fails or a target goes), `_` (no sample) otherwise."""
+    out, had_value = [], False
+    for state in states:
+        value = value_in.get(state)
+        if value is not None:
+            out.append(str(value))
+        else:
+            out.append("stale" if had_value else "_")
+        had_value = value is not None
+    return " ".join(out)
+
+
+def input_series(pods: list[Pod]) -> list[dict[str, str]]:
+    series = []
+    for pod in pods:
+        labels = f'namespace="{NAMESPACE}",pod="{pod.name}",fleet="{pod.fleet}",job="{pod.job}"'
+        series += [
+            {"series": f"up{{{labels}}}",
+             "values": _tokens(pod.states, {OK: 1, NO_QUEUE: 1, DOWN: 0})},
+            {"series": f"sglang:num_running_reqs{{{labels}}}",
+             "values": _tokens(pod.states, {OK: pod.running, NO_QUEUE: pod.running})},
+            {"series": f"sglang:num_queue_reqs{{{labels}}}",
+             "values": _tokens(pod.states, {OK: pod.queued})},
+        ]
+    return series
+
+
+def fleet_total(pods: list[Pod], fleet: str, step: int) -> int | None:
+    """What the rules must record at `step`: the sum while every known pod of the fleet answers
+    both gauges and some pod of it has been known for a minute; None (no sample) otherwise."""
+    known = [p for p in pods if p.fleet == fleet and p.states[step] in KNOWN]
+    if not known:
+        return None
+    if any(p.states[step] != OK for p in known):
+        return None
+    if step < GUARD_STEPS or all(p.states[step - GUARD_STEPS] not in KNOWN for p in known):
+        return None
+    return sum(p.load() for p in _one_per_pod(known))
+
+
+def _one_per_pod(pods: list[Pod]) -> list[Pod]:
+    return list({p.name: p for p in pods}.values())
+
+
+def expr_tests(pods: list[Pod], num_steps: int) -> list[dict]:
+    tests = []
+    for step in range(num_steps):
+        eval_time = f"{step * INTERVAL_S}s"
+        for fleet in sorted({p.fleet for p in pods}):
+            total = fleet_total(pods, fleet, step)
+            labels = f'namespace="{NAMESPACE}",fleet="{fleet}"'
+            tests.append({
+                "expr": f"scoringfleet:load:sum{{{labels}}}", "eval_time": eval_time,
+                "exp_samples": [] if total is None else [
+                    {"labels": f"scoringfleet:load:sum{{{labels}}}", "value": total}]})
+            tests.append({
+                "expr": f"scoringfleet:pod_load:sum{{{labels}}}", "eval_time": eval_time,
+                "exp_samples": [] if total is None else [
+                    {"labels": f'scoringfleet:pod_load:sum{{{labels},pod="{p.name}"}}',
+                     "value": p.load()}
+                    for p in _one_per_pod([p for p in pods if p.fleet == fleet
+                                           and p.states[step] in KNOWN])]})
+    return tests
+
+
+def unit_test_file(pods: list[Pod]) -> dict:
+    (num_steps,) = {len(p.states) for p in pods}
+    return {"rule_files": [str(RULES)], "evaluation_interval": f"{INTERVAL_S}s",
+            "tests": [{"interval": f"{INTERVAL_S}s", "input_series": input_series(pods),
+                       "promql_expr_test": expr_tests(pods, num_steps)}]}
+
+
+# Pod a carries 10, b 20, c 30: the fleet's true total is 60 whenever all three are there.
+STEADY = timeline((OK, 24))
+SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
+    # name: (pods, hand-checked {step: total}) -- the table below is the whole expectation.
+    "healthy": (
+        [Pod("a", STEADY, 6, 4), Pod("b", STEADY, 20), Pod("c", STEADY, 10, 20)],
+        {0: None, 3: None, 4: 60, 23: 60}),   # None in a fresh Prometheus' first minute
+    "one-pod-frozen": (
+        [Pod("a", STEADY, 10), Pod("b", timeline((OK, 8), (DOWN, 8), (OK, 8)), 20),
+         Pod("c", STEADY, 30)],
+        {7: 60, 8: None, 15: None, 16: 60}),  # 40 if the frozen pod were read as zero
+    "one-pod-without-a-gauge": (
+        [Pod("a", STEADY, 10), Pod("b", timeline((OK, 8), (NO_QUEUE, 8), (OK, 8)), 15, 5),
+         Pod("c", STEADY, 30)],
+        {7: 60, 8: None, 15: None, 16: 60}),  # 55 if the missing gauge counted as zero
+    "all-pods-gone": (
+        [Pod(n, timeline((OK, 8), (DOWN, 4), (UNKNOWN, 12)), load)
+         for n, load in (("a", 10), ("b", 20), ("c", 30))],
+        {7: 60, 8: None, 12: None, 23: None}),  # 0 if no data were zero load
+    "a-pod-added": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 8), (DOWN, 2), (OK, 14)), 30)],
+        {7: 30, 8: None, 9: None, 10: 60}),  # absent while c loads its model (30 if not)
+    "a-pod-removed": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((OK, 8), (UNKNOWN, 16)), 30)],
+        {7: 60, 8: 30}),  # a deleted pod leaves discovery: its load left with it
+    "prometheus-cold-start": (
+        [Pod("a", STEADY, 10), Pod("b", timeline((UNKNOWN, 2), (OK, 22)), 20),
+         Pod("c", STEADY, 30)],
+        {0: None, 1: None, 3: None, 4: 60}),  # 40 at steps 0-1 without the guard: b not yet known
+    "two-monitors-one-pod": (
+        [Pod("a", STEADY, 10), Pod("a", STEADY, 10, job="servicemonitor"), Pod("b", STEADY, 20),
+         Pod("c", timeline((OK, 8), (DOWN, 4), (OK, 12)), 30, job="servicemonitor"),
+         Pod("c", STEADY, 30)],
+        {7: 60, 8: None, 12: 60}),  # counted once; one failing monitor is a failed scrape
+    "other-fleet-unaffected": (
+        [Pod("a", STEADY, 10), Pod("b", timeline((OK, 8), (DOWN, 16)), 20),
+         Pod("x", STEADY, 7, fleet="other")],
+        {7: 30, 8: None}),  # `other` stays at 7 throughout (checked by the generated file)
+}
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    # Not a skip: a rule file nobody ran through promtool is the unchecked guarantee this is about.
+    path = shutil.which(os.environ.get("PROMTOOL", "promtool"))
+    if not path:
+        pytest.fail("promtool not found: `make setup` installs Debian's prometheus package (as "
+                    "root), or set PROMTOOL to a promtool binary", pytrace=False)
+    return path
+
+
+def _run(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_rule_file_passes_promtool_check(promtool):
+    out = _run(promtool, "check", "rules", str(RULES))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_rules_never_record_less_than_the_true_total(promtool, tmp_path, name):
+    pods, hand_checked = SCENARIOS[name]
+    assert {s: fleet_total(pods, FLEET, s) for s in hand_checked} == hand_checked
+    test_file = tmp_path / f"{name}.yaml"
+    test_file.write_text(yaml.safe_dump(unit_test_file(pods), sort_keys=False))
+    out = _run(promtool, "test", "rules", str(test_file))
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+
+def test_a_wrong_expectation_fails_promtool(promtool, tmp_path):
+    """The check above can fail: promtool rejects the total a naive sum would give."""
+    pods, _ = SCENARIOS["one-pod-frozen"]
+    unit = unit_test_file(pods)
+    labels = f'namespace="{NAMESPACE}",fleet="{FLEET}"'
+    unit["tests"][0]["promql_expr_test"] = [{
+        "expr": f"scoringfleet:load:sum{{{labels}}}", "eval_time": f"{10 * INTERVAL_S}s",
+        "exp_samples": [{"labels": f"scoringfleet:load:sum{{{labels}}}", "value": 40}]}]
+    test_file = tmp_path / "wrong.yaml"
+    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
+    out = _run(promtool, "test", "rules", str(test_file))
+    assert out.returncode != 0
+    assert "FAILED" in out.stdout + out.stderr
