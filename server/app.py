@@ -32,7 +32,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     async def lifespan(_: FastAPI):
         await engine.start()
         yield
-        await engine.stop(timeout_s=config.request_timeout_s)
+        await engine.stop()
 
     app = FastAPI(title="ScoringFleet scoring server", version="0.1.0", lifespan=lifespan)
     app.state.engine = engine
@@ -94,11 +94,9 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
 
     @app.get("/get_server_info")
     async def server_info() -> dict:
-        return {**engine.config.to_dict(), "model_name": config.model_name,
+        return {**config.to_dict(), "model_name": config.model_name,
                 "context_length": engine.input_limits.max_context_tokens,
-                "vocab_size": engine.input_limits.vocab_size,
-                "dtype": str(getattr(engine.runner, "dtype", "unknown")).removeprefix("torch."),
-                "device": str(getattr(engine.runner, "device", "unknown"))}
+                "vocab_size": engine.input_limits.vocab_size}
 
     return app
 
@@ -132,9 +130,7 @@ def _error_response(status: int, error_type: str, message: str, headers=None) ->
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ScoreError)
     async def on_score_error(_: Request, error: ScoreError) -> JSONResponse:
-        retry_after = getattr(error, "retry_after_s", None)
-        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-        return _error_response(error.status_code, error.error_type, error.message, headers)
+        return _error_response(error.status_code, error.error_type, error.message, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import uvicorn
-
 from server.app import create_app
 from server.config import ServerConfig
+from server.connections import uvicorn_config
+from server.drain import DrainingServer
 from server.engine import Engine
 from server.model_runner import RunResult
 
@@ -84,9 +84,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextlib.contextmanager
 def live_server(config: ServerConfig, engine: Engine):
-    """Serve create_app(config, engine) with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(config, engine), host=config.host,
-                                           port=config.port, log_level="warning"))
+    """Serve create_app(config, engine) on 127.0.0.1 in a thread, with the uvicorn settings and
+    server class of `python -m server` (signals stay with the main thread); yield its base URL."""
+    server = DrainingServer(uvicorn_config(create_app(config, engine), config, "warning"), engine,
+                            config.drain_timeout_s)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -115,11 +116,16 @@ class SlowRunner(FakeRunner):
         return super().run(sequences)
 
 
+def cpu_config(**settings) -> ServerConfig:
+    """A resolved ServerConfig for a fake runner (CPU defaults); `settings` are its fields."""
+    return ServerConfig(**settings).resolve("cpu", "float32")
+
+
 @contextlib.contextmanager
 def serving(runner, **settings):
     """An Engine over `runner` behind a live uvicorn server on a free 127.0.0.1 port.
     Yields (base_url, engine); `settings` are ServerConfig fields."""
-    config = ServerConfig(port=free_port(), **settings)
+    config = cpu_config(port=free_port(), **settings)
     engine = Engine(config, runner)
     with live_server(config, engine) as url:
         yield url, engine
