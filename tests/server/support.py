@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 from server.app import create_app
 from server.config import ServerConfig
@@ -139,3 +143,20 @@ def wait_until(predicate, timeout_s: float = 5.0, interval_s: float = 0.01) -> N
             return
         time.sleep(interval_s)
     raise AssertionError(f"condition not reached within {timeout_s} s")
+
+
+def server_env() -> dict[str, str]:
+    """The environment for a server subprocess. Never reach for the hub: a test model is a folder."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def wait_ready(process: subprocess.Popen, url: str, timeout_s: float = 60) -> None:
+    """Poll readiness until 200 (bounded); fails at once if the process exits meanwhile."""
+    def ready() -> bool:
+        assert process.poll() is None, "the server exited during startup"
+        try:
+            return httpx.get(f"{url}/health_generate", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    wait_until(ready, timeout_s=timeout_s, interval_s=0.1)

@@ -7,7 +7,6 @@ happened; each test checks one part of it), so the module pays for one interpret
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from server.__main__ import main
-from tests.server.support import free_port, wait_until
+from tests.server.support import free_port, server_env, wait_ready, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NUM_DRAIN_ITEMS = 300  # with --max-running-requests 1 these take ~1 s on the tiny model
@@ -32,12 +31,6 @@ def server_command(*flags: str) -> list[str]:
     return [sys.executable, "-m", "server", *flags]
 
 
-def server_env() -> dict[str, str]:
-    # Never reach for the hub: a test model is a local folder.
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1"}
-
-
 @dataclass
 class DrainStory:
     first_score: httpx.Response
@@ -47,16 +40,6 @@ class DrainStory:
     refused: list[str]                # what new requests got after SIGTERM
     return_code: int
     log: str
-
-
-def wait_ready(process: subprocess.Popen, url: str, timeout_s: float = 60) -> None:
-    def ready() -> bool:
-        assert process.poll() is None, "the server exited during startup"
-        try:
-            return httpx.get(f"{url}/health_generate", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-    wait_until(ready, timeout_s=timeout_s, interval_s=0.1)
 
 
 def outcome_of_new_request(url: str) -> str:
