@@ -119,6 +119,8 @@ BAD_FLAGS = {
     "unknown-dtype": (["--dtype", "int8"], "--dtype"),
     "unknown-flag": (["--speed", "fast"], "unrecognized"),
     "timeout-not-positive": (["--request-timeout", "0"], "request_timeout"),
+    "drain-timeout-negative": (["--drain-timeout", "-1"], "drain_timeout"),
+    "header-timeout-not-positive": (["--header-timeout", "0"], "header_timeout"),
     "items-above-queue": (["--max-items-per-request", "10", "--max-queued-requests", "5"],
                           "max_items_per_request"),
 }
