@@ -9,7 +9,6 @@ exactly as long as the test needs (no sleeps).
 """
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import signal
@@ -33,25 +32,53 @@ NUM_ADMITTED = 3
 BODY = {"query": [1, 2, 3], "items": [[10 + i] for i in range(NUM_ITEMS)], "label_token_ids": [1, 2]}
 
 
-@contextlib.contextmanager
-def gated_server(log_path: Path, *flags: str):
-    """Start the gated server (its forwards held until stdin closes); yield (process, url)."""
+@dataclass
+class Gated:
+    """A gated server process: its forwards are held until stdin closes."""
+
+    process: subprocess.Popen
+    url: str
+    log_path: Path
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+
+def start_gated(log_path: Path, *flags: str) -> Gated:
     port = free_port()
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.server.gated_server", "--port", str(port), *flags],
             cwd=REPO, env=server_env(), stdin=subprocess.PIPE, stdout=log,
             stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    return Gated(process, f"http://127.0.0.1:{port}", log_path)
+
+
+SERVER_FLAGS = {
+    "story": ["--max-running-requests", "2", "--request-timeout", "30"],
+    "drain-timeout": ["--drain-timeout", "1", "--request-timeout", "30"],
+    "second-signal": ["--request-timeout", "30"],
+}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> dict[str, Gated]:
+    """The module's three servers, started together (each pays one interpreter start)."""
+    folder = tmp_path_factory.mktemp("drain")
+    started = {name: start_gated(folder / f"{name}.log", *flags)
+               for name, flags in SERVER_FLAGS.items()}
     try:
-        wait_ready(process, url)
-        yield process, url
+        for server in started.values():
+            wait_ready(server.process, server.url)
+        yield started
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        if not process.stdin.closed:
-            process.stdin.close()
+        for server in started.values():
+            if server.process.poll() is None:
+                server.process.kill()
+            server.process.wait(timeout=10)
+            if not server.process.stdin.closed:
+                server.process.stdin.close()
 
 
 def admit(url: str, count: int) -> tuple[list[threading.Thread], list]:
@@ -101,6 +128,13 @@ class DrainStory:
     log: str
 
 
+def get_status(connection: http.client.HTTPConnection, path: str) -> int:
+    connection.request("GET", path)
+    response = connection.getresponse()
+    response.read()
+    return response.status
+
+
 def score_on(connection: http.client.HTTPConnection) -> tuple[int, dict, dict]:
     connection.request("POST", "/v1/score", json.dumps(BODY), {"content-type": "application/json"})
     response = connection.getresponse()
@@ -116,34 +150,32 @@ def is_listening(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def story(tmp_path_factory) -> DrainStory:
-    log_path = tmp_path_factory.mktemp("drain") / "server.log"
-    with gated_server(log_path, "--max-running-requests", "2", "--request-timeout", "30") as \
-            (process, url):
-        kept = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=10)
-        kept.request("GET", "/health")
-        kept.getresponse().read()
-        kept_socket = kept.sock
-        threads, admitted = admit(url, NUM_ADMITTED)
-        process.send_signal(signal.SIGTERM)
-        wait_not_ready(url)
-        assert kept.sock is kept_socket  # the next request really goes over the same connection
-        kept_alive = score_on(kept)
-        new_connection = httpx.post(f"{url}/v1/score", json=BODY, timeout=10)
-        readiness = httpx.get(f"{url}/health_generate", timeout=5).status_code
-        liveness = httpx.get(f"{url}/health", timeout=5).status_code
-        load = httpx.get(f"{url}/get_load", timeout=5).json()[0]
-        metrics = gauges(url)
-        alive = process.poll() is None
-        released_s = time.monotonic()
-        process.stdin.close()  # the forwards may run now
-        for thread in threads:
-            thread.join(timeout=30)
-        return_code = process.wait(timeout=30)
-        exit_s = time.monotonic() - released_s
-        print(f"\ndrain: exited {exit_s:.2f} s after the admitted work was released")
-        return DrainStory(kept_alive, new_connection, readiness, liveness, load, metrics, alive,
-                          admitted, return_code, exit_s, is_listening(url), log_path.read_text())
+def story(servers) -> DrainStory:
+    process, url = servers["story"].process, servers["story"].url
+    threads, admitted = admit(url, NUM_ADMITTED)
+    kept = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=10)
+    assert get_status(kept, "/health_generate") == 200
+    kept_socket = kept.sock
+    process.send_signal(signal.SIGTERM)
+    # Readiness polled over the kept-alive connection: it lives across the signal.
+    wait_until(lambda: get_status(kept, "/health_generate") == 503, timeout_s=10, interval_s=0.02)
+    assert kept.sock is kept_socket  # the next request really goes over the same connection
+    kept_alive = score_on(kept)
+    new_connection = httpx.post(f"{url}/v1/score", json=BODY, timeout=10)
+    readiness = httpx.get(f"{url}/health_generate", timeout=5).status_code
+    liveness = httpx.get(f"{url}/health", timeout=5).status_code
+    load = httpx.get(f"{url}/get_load", timeout=5).json()[0]
+    metrics = gauges(url)
+    alive = process.poll() is None
+    released_s = time.monotonic()
+    process.stdin.close()  # the forwards may run now
+    for thread in threads:
+        thread.join(timeout=30)
+    return_code = process.wait(timeout=30)
+    exit_s = time.monotonic() - released_s
+    print(f"\ndrain: exited {exit_s:.2f} s after the admitted work was released")
+    return DrainStory(kept_alive, new_connection, readiness, liveness, load, metrics, alive,
+                      admitted, return_code, exit_s, is_listening(url), servers["story"].log)
 
 
 def test_readiness_is_503_and_liveness_200_while_draining(story):
@@ -186,16 +218,15 @@ def test_the_process_exits_0_and_stops_listening_once_nothing_is_left(story):
     assert "Traceback" not in story.log
 
 
-def test_the_drain_timeout_bounds_the_drain_and_what_is_left_gets_503(tmp_path):
-    with gated_server(tmp_path / "server.log", "--drain-timeout", "1", "--request-timeout", "30") \
-            as (process, url):
-        threads, admitted = admit(url, 1)
-        signalled_s = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        return_code = process.wait(timeout=20)  # the forward is never released
-        print(f"\ndrain timeout 1 s: exited {time.monotonic() - signalled_s:.2f} s after SIGTERM")
-        threads[0].join(timeout=10)
-    log = (tmp_path / "server.log").read_text()
+def test_the_drain_timeout_bounds_the_drain_and_what_is_left_gets_503(servers):
+    server = servers["drain-timeout"]
+    threads, admitted = admit(server.url, 1)
+    signalled_s = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    return_code = server.process.wait(timeout=20)  # the forward is never released
+    print(f"\ndrain timeout 1 s: exited {time.monotonic() - signalled_s:.2f} s after SIGTERM")
+    threads[0].join(timeout=10)
+    log = server.log
     assert return_code == 1 and "drain timed out" in log, log[-2000:]
     # Not the request's own 504 at 30 s: the drain's end answered it, and it may retry elsewhere.
     response = admitted[0]
@@ -203,18 +234,18 @@ def test_the_drain_timeout_bounds_the_drain_and_what_is_left_gets_503(tmp_path):
     assert "retry-after" in response.headers and "stopped" in response.json()["message"]
 
 
-def test_a_second_signal_exits_at_once(tmp_path):
-    with gated_server(tmp_path / "server.log", "--request-timeout", "30") as (process, url):
-        threads, _ = admit(url, 1)
-        process.send_signal(signal.SIGTERM)
-        wait_not_ready(url)
-        assert process.poll() is None  # draining: the held forward keeps it alive
-        signalled_s = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        return_code = process.wait(timeout=10)  # the forward is still held: "now" means now
-        print(f"\nsecond signal: exited {time.monotonic() - signalled_s:.2f} s after it")
-        threads[0].join(timeout=10)
-    log = (tmp_path / "server.log").read_text()
+def test_a_second_signal_exits_at_once(servers):
+    server = servers["second-signal"]
+    threads, _ = admit(server.url, 1)
+    server.process.send_signal(signal.SIGTERM)
+    wait_not_ready(server.url)
+    assert server.process.poll() is None  # draining: the held forward keeps it alive
+    signalled_s = time.monotonic()
+    server.process.send_signal(signal.SIGINT)
+    return_code = server.process.wait(timeout=10)  # the forward is still held: "now" means now
+    print(f"\nsecond signal: exited {time.monotonic() - signalled_s:.2f} s after it")
+    threads[0].join(timeout=10)
+    log = server.log
     assert return_code == 1 and "exiting now" in log, log[-2000:]
 
 
