@@ -55,7 +55,8 @@ def drain_story(tiny_model_dir) -> DrainStory:
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         server_command("--model-path", str(tiny_model_dir), "--host", "127.0.0.1",
-                       "--port", str(port), "--dtype", "float32", "--max-running-requests", "1"),
+                       "--port", str(port), "--dtype", "float32", "--max-running-requests", "1",
+                       "--num-threads", "1"),
         cwd=REPO, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         started = time.monotonic()
@@ -98,7 +99,8 @@ def test_sigterm_lets_admitted_requests_finish(drain_story):
 
 
 def test_sigterm_refuses_new_requests(drain_story):
-    assert set(drain_story.refused) <= {"503", "refused"}, drain_story.refused
+    # 503, not "connection refused": the server keeps listening while it drains.
+    assert drain_story.refused == ["503"] * 3, drain_story.refused
 
 
 def test_sigterm_exits_with_code_zero(drain_story):
