@@ -68,7 +68,8 @@ class DrainingServer(uvicorn.Server):
             elif self.outcome is DrainOutcome.TIMED_OUT:
                 log.warning("drain timed out after %.1f s; %d sequences left get 503",
                             now_s - self.drain_started_s, num_left)
-            self.should_exit = self.outcome is not None
+            if self.outcome is not None:
+                self.should_exit = True
         if self.outcome in (DrainOutcome.TIMED_OUT, DrainOutcome.FORCED):
             await self.engine.stop()  # answer what is left (503) before the connections close
         return await super().on_tick(counter)
