@@ -35,6 +35,7 @@ class FreeRunner:
 
 
 def build_app(config: ServerConfig):
+    config = config.resolve("cpu", "float32")  # FreeRunner computes nothing: CPU defaults
     return create_app(config, Engine(config, FreeRunner()))
 
 

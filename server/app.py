@@ -28,17 +28,24 @@ ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 50
 
 
 def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
+    """The app over `engine`; `config` is the resolved one the engine was built with."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await engine.start()
         yield
-        await engine.stop(timeout_s=config.request_timeout_s)
+        await engine.stop()
 
     app = FastAPI(title="ScoringFleet scoring server", version="0.1.0", lifespan=lifespan)
-    app.state.engine = engine
     app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
     _add_error_handlers(app)
+    _add_score_route(app, config, engine)
+    _add_load_routes(app, engine)
+    _add_probe_routes(app, engine)
+    _add_info_routes(app, config, engine)
+    return app
 
+
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     async def require_api_key(request: Request) -> None:
         if config.api_key is None:
             return
@@ -59,6 +66,9 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
                         total_tokens=result.num_prompt_tokens),
         )
 
+
+def _add_load_routes(app: FastAPI, engine: Engine) -> None:
+    """Read from the scheduler when asked: true at every moment, a drain's included."""
     @app.get("/get_load", response_model=list[LoadEntry])
     async def get_load() -> list[LoadEntry]:
         load = engine.load()
@@ -66,14 +76,16 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
                           num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
 
     @app.get("/metrics", response_class=PlainTextResponse,
-              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}})
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}})
     async def metrics() -> Response:
         return Response(engine.metrics.render(),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
+
+def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
     @app.get("/health", response_class=Response, responses={200: {"description": "Alive"}})
     async def health() -> Response:
-        """Liveness: the process answers."""
+        """Liveness: the process answers (also while draining)."""
         return Response(status_code=200)
 
     @app.get("/health_generate", response_class=Response,
@@ -85,6 +97,8 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
         reason = "draining" if engine.is_draining else "engine loop not running"
         return _error_response(503, "ServiceUnavailableError", f"not ready: {reason}")
 
+
+def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{
@@ -94,13 +108,10 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
 
     @app.get("/get_server_info")
     async def server_info() -> dict:
-        return {**engine.config.to_dict(), "model_name": config.model_name,
+        """The effective arguments (device and dtype as resolved) and the model's limits."""
+        return {**config.to_dict(), "model_name": config.model_name,
                 "context_length": engine.input_limits.max_context_tokens,
-                "vocab_size": engine.input_limits.vocab_size,
-                "dtype": str(getattr(engine.runner, "dtype", "unknown")).removeprefix("torch."),
-                "device": str(getattr(engine.runner, "device", "unknown"))}
-
-    return app
+                "vocab_size": engine.input_limits.vocab_size}
 
 
 async def _cancel_on_disconnect(work, request: Request):
@@ -132,9 +143,7 @@ def _error_response(status: int, error_type: str, message: str, headers=None) ->
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ScoreError)
     async def on_score_error(_: Request, error: ScoreError) -> JSONResponse:
-        retry_after = getattr(error, "retry_after_s", None)
-        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-        return _error_response(error.status_code, error.error_type, error.message, headers)
+        return _error_response(error.status_code, error.error_type, error.message, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:

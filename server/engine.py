@@ -1,6 +1,7 @@
-"""Engine: the loop (take in, release, schedule, run, deliver) and the requests' futures.
+"""Engine: the loop (take in, schedule, run, report the batch's end, deliver) and the futures.
 
-The only module that knows both the scheduler and the model runner. Everything that touches the
+The only module that knows both the scheduler and the model runner; it tells the scheduler how a
+batch ended (finish/fail) and never writes a sequence's status itself. Everything that touches the
 scheduler runs on the event loop's thread; only runner.run() goes to a worker thread, so /metrics
 and /get_load are served (and true) while a forward pass is computing.
 """
@@ -42,7 +43,10 @@ class ScoreResult:
 
 class Engine:
     def __init__(self, config: ServerConfig, runner: Runner) -> None:
-        config = config.for_device(str(getattr(runner, "device", "cpu")).split(":")[0])
+        """`config` is the effective one (config.resolve() already ran), the same the app reads."""
+        if not config.is_resolved:
+            raise ValueError("the engine needs a resolved config: call config.resolve(device, "
+                             "dtype) first")
         self.config = config
         self.runner = runner
         self.scheduler = Scheduler(SchedulerLimits(
@@ -75,15 +79,17 @@ class Engine:
         """Stop admitting (503) and report not ready; admitted requests still finish."""
         self.is_draining = True
 
-    async def stop(self, timeout_s: float = 30.0) -> None:
-        """Drain what was admitted (up to timeout_s), then stop the loop."""
+    async def stop(self) -> None:
+        """Stop the loop; whatever is still admitted gets 503 (retry elsewhere). Idempotent. The
+        drain (waiting for admitted work) is the server's job and happens before this."""
         self.begin_drain()
-        deadline = time.monotonic() + timeout_s
-        while self.load().num_reqs and time.monotonic() < deadline and self.is_loop_alive:
-            await asyncio.sleep(0.05)
         if self._loop_task:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
+        for request in self.scheduler.abort_all():
+            self._reject(request, ServiceUnavailable(
+                "server stopped before this request finished; retry on another replica",
+                close_connection=True))
         self._forward_thread.shutdown(wait=False, cancel_futures=True)
 
     @property
@@ -103,7 +109,10 @@ class Engine:
         """Score one request. Raises a ScoreError (400/503/504/500) with a message."""
         if not self.is_ready:
             reason = "shutting down" if self.is_draining else "not ready"
-            raise ServiceUnavailable(f"server is {reason}; retry on another replica")
+            # Connection: close, so that a client on a kept-alive connection reconnects (through
+            # its load balancer, to another replica) rather than coming back here.
+            raise ServiceUnavailable(f"server is {reason}; retry on another replica",
+                                     close_connection=True)
         prepared = prepare(body, self.runner.tokenize, self.input_limits)
         if not prepared.own_ids:
             return ScoreResult([], 0)
@@ -132,11 +141,15 @@ class Engine:
             request.future.cancel()
             self.metrics.observe_aborted()
 
+    def _reject(self, request: Request, error: Exception) -> None:
+        if not request.future.done():
+            request.future.set_exception(error)
+            self.metrics.observe_aborted()
+
     # -- the loop --------------------------------------------------------------------------
 
     async def _loop(self) -> None:
         while True:
-            self.scheduler.release_finished()
             self.runner.keep_only(self.scheduler.live_request_ids())
             batch = self.scheduler.schedule()
             if batch is None:
@@ -155,27 +168,15 @@ class Engine:
                 self._forward_thread, self.runner.run, batch.sequences)
         except Exception as error:  # contained: only this batch's requests fail
             log.exception("forward pass failed for %d sequences", len(batch.sequences))
-            self._fail_batch(batch, error)
+            message = f"the forward pass failed: {type(error).__name__}: {error}"
+            for request in self.scheduler.fail(batch):
+                self._reject(request, InternalError(message))
             return
         self.metrics.observe_cached_tokens(result.num_cached_tokens)
-        for seq, scores in zip(batch.sequences, result.scores):
-            seq.finish(scores)
-        self.scheduler.release_finished()
         finished_s = time.perf_counter()
-        for request in batch.requests:
-            if request.is_done and not request.future.done():
+        for request in self.scheduler.finish(batch, result.scores):
+            if not request.future.done():  # not timed out or disconnected meanwhile
                 request.future.set_result(request.scores)
                 self.metrics.observe_finished(request.num_prompt_tokens,
                                               finished_s - request.arrival_s,
                                               request.first_scheduled_s - request.arrival_s)
-
-    def _fail_batch(self, batch: Batch, error: Exception) -> None:
-        for seq in batch.sequences:
-            seq.finish(None)
-        self.scheduler.release_finished()
-        for request in batch.requests:
-            self.scheduler.abort(request)
-            if not request.future.done():
-                request.future.set_exception(
-                    InternalError(f"the forward pass failed: {type(error).__name__}: {error}"))
-                self.metrics.observe_aborted()

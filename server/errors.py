@@ -10,6 +10,11 @@ class ScoreError(Exception):
         super().__init__(message)
         self.message = message
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the error response carries."""
+        return {}
+
 
 class BadRequest(ScoreError):
     status_code = 400
@@ -32,9 +37,15 @@ class ServiceUnavailable(ScoreError):
     status_code = 503
     error_type = "ServiceUnavailableError"
 
-    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+    def __init__(self, message: str, retry_after_s: int = 1, close_connection: bool = False) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.close_connection = close_connection
+
+    @property
+    def headers(self) -> dict[str, str]:
+        headers = {"Retry-After": str(self.retry_after_s)}
+        return {**headers, "Connection": "close"} if self.close_connection else headers
 
 
 class RequestTimeout(ScoreError):

@@ -1,7 +1,8 @@
-"""Scheduler: the only owner of the waiting queue and the running set.
+"""Scheduler: the only owner of the waiting queue, the running set and every sequence's status.
 
-Prefill-only: a sequence goes waiting -> running (in a forward batch) -> done, and there is no decode
-step. Everything the server reports about its load (gauges, /get_load) and every "is the batch full"
+Prefill-only: a sequence goes waiting -> running (in a forward batch) -> finished (finish/fail) or
+aborted, and there is no decode step; the engine reports a batch's end here and never writes a
+status itself. Everything the server reports about its load (gauges, /get_load) and every "is the batch full"
 decision is computed from these two collections when asked, never remembered: SGLang once skipped
 merging prefill-only batches into its running batch (gauges read 0 under load) and once deadlocked
 on a latched "batch full" flag (#22518).
@@ -72,10 +73,6 @@ class Scheduler:
                             f"would exceed max_queued_requests={self.limits.max_queued_requests}")
         self.waiting.extend(request.sequences)
 
-    def release_finished(self) -> None:
-        """Drop sequences whose results were delivered. Called every loop step, idle or not."""
-        self.running = [seq for seq in self.running if not seq.is_done]
-
     def schedule(self) -> Batch | None:
         """Move the longest FIFO prefix of the waiting queue that fits the limits into a batch.
 
@@ -83,7 +80,6 @@ class Scheduler:
         it. max_prefill_tokens shapes batches but refuses no sequence: one larger than it runs
         alone. Admission guarantees every sequence fits max_total_tokens on its own.
         """
-        self.release_finished()
         num_running = len(self.running)
         running_tokens = sum(seq.num_tokens for seq in self.running)
         batch: list[Sequence] = []
@@ -103,6 +99,24 @@ class Scheduler:
         self.running.extend(batch)
         return Batch(tuple(batch))
 
+    def finish(self, batch: Batch, scores: list[list[float]]) -> list[Request]:
+        """The batch's forward ended: its sequences leave running with their scores (in batch
+        order). Returns the batch's requests that are now complete."""
+        for seq, seq_scores in zip(batch.sequences, scores, strict=True):
+            seq.status, seq.scores = SequenceStatus.FINISHED, seq_scores
+        self._leave_running(batch)
+        return [request for request in batch.requests if request.is_done]
+
+    def fail(self, batch: Batch) -> list[Request]:
+        """The batch's forward raised: its sequences leave running without scores, and its
+        requests' waiting sequences leave the queue (a request fails whole). Returns them."""
+        for seq in batch.sequences:
+            seq.status = SequenceStatus.FINISHED
+        self._leave_running(batch)
+        for request in batch.requests:
+            self.abort(request)
+        return batch.requests
+
     def abort(self, request: Request) -> None:
         """Remove a request's waiting sequences now; its running ones leave when their batch ends."""
         for seq in request.sequences:
@@ -110,16 +124,27 @@ class Scheduler:
                 seq.status = SequenceStatus.ABORTED
         self.waiting = deque(seq for seq in self.waiting if seq.status is SequenceStatus.WAITING)
 
+    def abort_all(self) -> list[Request]:
+        """Empty the queue and the running set (the server stops); returns the requests affected."""
+        sequences = [*self.running, *self.waiting]
+        for seq in sequences:
+            seq.status = SequenceStatus.ABORTED
+        self.running, self.waiting = [], deque()
+        return list({seq.request.rid: seq.request for seq in sequences}.values())
+
+    def _leave_running(self, batch: Batch) -> None:
+        ended = set(batch.sequences)
+        self.running = [seq for seq in self.running if seq not in ended]
+
     def live_request_ids(self) -> set[int]:
         """Requests that still have a sequence waiting or running."""
         return {seq.request.rid for seq in (*self.waiting, *self.running)}
 
     def load(self) -> Load:
-        """True at any moment, including between a delivery and the next release_finished()."""
-        running = [seq for seq in self.running if not seq.is_done]
+        """True at any moment: computed from the two collections, which finish() updates at once."""
         return Load(
-            num_running=len(running),
+            num_running=len(self.running),
             num_waiting=len(self.waiting),
-            num_running_tokens=sum(seq.num_tokens for seq in running),
+            num_running_tokens=sum(seq.num_tokens for seq in self.running),
             num_waiting_tokens=sum(seq.num_tokens for seq in self.waiting),
         )

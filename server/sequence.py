@@ -1,8 +1,8 @@
 """Sequence and Request: the units the scheduler moves and the engine answers.
 
-A Request is one /v1/score call; each of its items is a Sequence. A Sequence owns its status and
-its result; a Request is finished when all of its sequences are. Neither touches torch or asyncio
-beyond the future the engine resolves.
+A Request is one /v1/score call; each of its items is a Sequence. A Sequence holds its status and
+its result, and only the scheduler writes them; a Request is finished when all of its sequences
+are. Neither touches torch or asyncio beyond the future the engine resolves.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class SequenceStatus(enum.Enum):
     WAITING = "waiting"    # admitted, not yet in a forward batch
     RUNNING = "running"    # in a forward batch whose results are not yet delivered
     FINISHED = "finished"  # scores delivered, or failed
-    ABORTED = "aborted"    # left the queue before running (timeout, disconnect, failure)
+    ABORTED = "aborted"    # left the queue before running (timeout, disconnect, failure, stop)
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,6 @@ class Sequence:
     """One item: the request's shared prefix followed by this item's own token ids."""
 
     request: Request
-    index: int
     own_ids: tuple[int, ...]
     status: SequenceStatus = SequenceStatus.WAITING
     scores: list[float] | None = None
@@ -46,10 +45,6 @@ class Sequence:
     @property
     def is_done(self) -> bool:
         return self.status in (SequenceStatus.FINISHED, SequenceStatus.ABORTED)
-
-    def finish(self, scores: list[float] | None) -> None:
-        self.status = SequenceStatus.FINISHED
-        self.scores = scores
 
 
 @dataclass(eq=False)
@@ -68,7 +63,7 @@ class Request:
     def create(cls, prefix_ids: tuple[int, ...], own_ids: list[tuple[int, ...]],
                options: ScoringOptions) -> Request:
         request = cls(prefix_ids=prefix_ids, options=options)
-        request.sequences = [Sequence(request, i, ids) for i, ids in enumerate(own_ids)]
+        request.sequences = [Sequence(request, ids) for ids in own_ids]
         return request
 
     @property

@@ -27,7 +27,7 @@ class HoldingRunner(FreeRunner):
 
 @contextlib.contextmanager
 def serve(runner):
-    config = ServerConfig(host="127.0.0.1", port=free_port())
+    config = ServerConfig(host="127.0.0.1", port=free_port()).resolve("cpu", "float32")
     with live_server(config, Engine(config, runner)) as url:
         yield url
 

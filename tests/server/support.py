@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import uvicorn
+import httpx
 
 from server.app import create_app
 from server.config import ServerConfig
+from server.connections import uvicorn_config
+from server.drain import DrainingServer
 from server.engine import Engine
 from server.model_runner import RunResult
 
@@ -84,9 +88,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextlib.contextmanager
 def live_server(config: ServerConfig, engine: Engine):
-    """Serve create_app(config, engine) with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(config, engine), host=config.host,
-                                           port=config.port, log_level="warning"))
+    """Serve create_app(config, engine) on 127.0.0.1 in a thread, with the uvicorn settings and
+    server class of `python -m server` (signals stay with the main thread); yield its base URL."""
+    server = DrainingServer(uvicorn_config(create_app(config, engine), config, "warning"), engine,
+                            config.drain_timeout_s)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -115,11 +120,16 @@ class SlowRunner(FakeRunner):
         return super().run(sequences)
 
 
+def cpu_config(**settings) -> ServerConfig:
+    """A resolved ServerConfig for a fake runner (CPU defaults); `settings` are its fields."""
+    return ServerConfig(**settings).resolve("cpu", "float32")
+
+
 @contextlib.contextmanager
 def serving(runner, **settings):
     """An Engine over `runner` behind a live uvicorn server on a free 127.0.0.1 port.
     Yields (base_url, engine); `settings` are ServerConfig fields."""
-    config = ServerConfig(port=free_port(), **settings)
+    config = cpu_config(port=free_port(), **settings)
     engine = Engine(config, runner)
     with live_server(config, engine) as url:
         yield url, engine
@@ -133,3 +143,20 @@ def wait_until(predicate, timeout_s: float = 5.0, interval_s: float = 0.01) -> N
             return
         time.sleep(interval_s)
     raise AssertionError(f"condition not reached within {timeout_s} s")
+
+
+def server_env() -> dict[str, str]:
+    """The environment for a server subprocess. Never reach for the hub: a test model is a folder."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1"}
+
+
+def wait_ready(process: subprocess.Popen, url: str, timeout_s: float = 60) -> None:
+    """Poll readiness until 200 (bounded); fails at once if the process exits meanwhile."""
+    def ready() -> bool:
+        assert process.poll() is None, "the server exited during startup"
+        try:
+            return httpx.get(f"{url}/health_generate", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    wait_until(ready, timeout_s=timeout_s, interval_s=0.1)

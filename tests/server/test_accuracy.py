@@ -15,7 +15,7 @@ import httpx
 import pytest
 import torch
 
-from server.__main__ import build_engine
+from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
 from tests.server.support import free_port, live_server
 
@@ -30,7 +30,7 @@ RELATIVE_TOLERANCE = 1e-3
 
 @pytest.fixture(scope="module")
 def real():
-    config = ServerConfig(dtype="float32", port=free_port(), request_timeout_s=120)
+    config = resolve_config(ServerConfig(dtype="float32", port=free_port(), request_timeout_s=120))
     engine = build_engine(config)
     tokenizer, model = engine.runner.tokenizer, engine.runner.model
     with live_server(config, engine) as url, httpx.Client(base_url=url, timeout=120) as client:

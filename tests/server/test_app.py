@@ -17,7 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.__main__ import build_engine
+from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
 from tests.server.support import FakeRunner, free_port, live_server, serving, wait_until
 
@@ -32,8 +32,9 @@ def tiny(tiny_model_dir):
     """The tiny model behind a live server, plus its own tokenizer for independent checks."""
     from transformers import AutoTokenizer
 
-    config = ServerConfig(model_path=str(tiny_model_dir), dtype="float32", port=free_port(),
-                          max_items_per_request=MAX_ITEMS, request_timeout_s=10)
+    config = resolve_config(ServerConfig(model_path=str(tiny_model_dir), dtype="float32",
+                                         port=free_port(), max_items_per_request=MAX_ITEMS,
+                                         request_timeout_s=10))
     engine = build_engine(config)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     with live_server(config, engine) as url, httpx.Client(base_url=url, timeout=10) as client:

@@ -11,7 +11,7 @@ from server.config import ServerConfig
 from server.engine import Engine
 from server.errors import InternalError, RequestTimeout, ServiceUnavailable
 from server.schemas import ScoreRequest
-from tests.server.support import FakeRunner
+from tests.server.support import FakeRunner, cpu_config
 
 
 def body(num_items: int = 3, query=(1, 2, 3)) -> ScoreRequest:
@@ -20,7 +20,7 @@ def body(num_items: int = 3, query=(1, 2, 3)) -> ScoreRequest:
 
 
 async def started(runner: FakeRunner, **limits) -> Engine:
-    engine = Engine(ServerConfig(**limits), runner)
+    engine = Engine(cpu_config(**limits), runner)
     await engine.start()
     return engine
 
@@ -137,6 +137,11 @@ async def test_no_items_answers_without_scheduling():
 @pytest.mark.parametrize("device, expected", [("cpu", 4096), ("cuda", 16384)])
 def test_the_prefill_budget_defaults_by_device(device, expected):
     runner = FakeRunner()
-    runner.device = device
-    assert Engine(ServerConfig(), runner).scheduler.limits.max_prefill_tokens == expected
-    assert Engine(ServerConfig(max_prefill_tokens=100), runner).config.max_prefill_tokens == 100
+    resolved = ServerConfig().resolve(device, "float32")
+    assert Engine(resolved, runner).scheduler.limits.max_prefill_tokens == expected
+    assert ServerConfig(max_prefill_tokens=100).resolve(device, "float32").max_prefill_tokens == 100
+
+
+def test_an_unresolved_config_is_refused():
+    with pytest.raises(ValueError, match="resolved config"):
+        Engine(ServerConfig(), FakeRunner())

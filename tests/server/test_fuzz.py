@@ -11,14 +11,13 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from server.config import ServerConfig
 from server.engine import Engine
-from tests.server.support import FakeRunner, free_port, live_server
+from tests.server.support import FakeRunner, cpu_config, free_port, live_server
 
 
 @pytest.fixture(scope="module")
 def base_url():
-    config = ServerConfig(port=free_port(), max_items_per_request=64, max_queued_requests=4096)
+    config = cpu_config(port=free_port(), max_items_per_request=64, max_queued_requests=4096)
     with live_server(config, Engine(config, FakeRunner())) as url:
         yield url
 

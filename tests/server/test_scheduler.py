@@ -1,4 +1,5 @@
-"""Scheduler invariants, without torch: limits, FIFO, admission, abort, and truthful load."""
+"""Scheduler invariants, without torch: limits, FIFO, admission, a sequence's lifecycle (schedule,
+finish, fail, abort: the scheduler is its only writer), and truthful load."""
 from __future__ import annotations
 
 import pytest
@@ -42,8 +43,7 @@ def test_running_tokens_count_against_total_budget_until_released():
     first = scheduler.schedule()
     assert len(first.sequences) == 2
     assert scheduler.schedule() is None  # budget held by the running batch
-    for seq in first.sequences:
-        seq.finish([0.5, 0.5])
+    scheduler.finish(first, [[0.5, 0.5]] * 2)
     second = scheduler.schedule()  # "full" recomputed from state: not latched (SGLang #22518)
     assert len(second.sequences) == 2
 
@@ -85,9 +85,7 @@ def test_abort_removes_waiting_and_leaves_running_until_delivered():
     load = scheduler.load()
     assert (load.num_running, load.num_waiting) == (2, 0)
     assert sum(seq.status is SequenceStatus.ABORTED for seq in request.sequences) == 3
-    for seq in batch.sequences:
-        seq.finish(None)
-    scheduler.release_finished()
+    assert scheduler.finish(batch, [[0.1, 0.2]] * 2) == [request]  # done: the rest was aborted
     assert scheduler.running == [] and scheduler.live_request_ids() == set()
     assert request.is_done
 
@@ -102,20 +100,19 @@ def test_load_is_derived_from_state_at_every_moment():
     load = scheduler.load()
     assert (load.num_running, load.num_waiting, load.num_reqs) == (3, 3, 6)
     assert load.num_running_tokens == 5 + 5 + 2
-    batch.sequences[0].finish([0.1, 0.2])
-    # Delivered but not yet released: the gauge already tells the truth.
-    assert scheduler.load().num_running == 2
-    for seq in batch.sequences[1:]:
-        seq.finish([0.1, 0.2])
-    scheduler.release_finished()
-    assert scheduler.load().num_running == 0
+    finished = scheduler.finish(batch, [[0.1, 0.2]] * 3)
+    # No release step between a batch's end and the gauge: it tells the truth at once.
+    assert finished == [first]  # the second request still has 3 sequences waiting
+    load = scheduler.load()
+    assert (load.num_running, load.num_waiting, load.num_running_tokens) == (0, 3, 0)
+    assert [seq.scores for seq in first.sequences] == [[0.1, 0.2]] * 2
 
 
 def test_schedule_on_empty_queue_returns_none_and_releases():
     scheduler = Scheduler(limits())
     scheduler.add(make_request(1))
     batch = scheduler.schedule()
-    batch.sequences[0].finish([0.0, 0.0])
+    scheduler.finish(batch, [[0.0, 0.0]])
     assert scheduler.schedule() is None
     assert scheduler.running == []
 
@@ -128,3 +125,33 @@ def test_batch_lists_each_request_once_in_order():
     batch = scheduler.schedule()
     assert batch.requests == [first, second]
     assert batch.num_tokens == 20
+
+
+def test_finish_needs_one_score_row_per_sequence():
+    scheduler = Scheduler(limits())
+    scheduler.add(make_request(2))
+    with pytest.raises(ValueError):
+        scheduler.finish(scheduler.schedule(), [[0.5, 0.5]])
+
+
+def test_fail_ends_the_batch_and_its_requests_waiting_sequences():
+    scheduler = Scheduler(limits(running=2))
+    failing, other = make_request(3), make_request(1)
+    scheduler.add(failing)
+    scheduler.add(other)
+    batch = scheduler.schedule()  # 2 of `failing`; its third and `other` wait
+    assert scheduler.fail(batch) == [failing]
+    assert failing.is_done and all(seq.scores is None for seq in failing.sequences)
+    assert [seq.request for seq in scheduler.waiting] == [other]
+    assert scheduler.load().num_running == 0
+
+
+def test_abort_all_empties_both_collections():
+    scheduler = Scheduler(limits(running=2))
+    first, second = make_request(2), make_request(2)
+    scheduler.add(first)
+    scheduler.add(second)
+    scheduler.schedule()
+    assert scheduler.abort_all() == [first, second]
+    assert scheduler.load().num_reqs == 0 and first.is_done and second.is_done
+    assert all(seq.status is SequenceStatus.ABORTED for seq in (*first.sequences, *second.sequences))

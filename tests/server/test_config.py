@@ -1,0 +1,41 @@
+"""ServerConfig: the device-dependent defaults are filled once, by resolve(), before anything is
+built; the drain and header timeouts come from the command line with their defaults."""
+from __future__ import annotations
+
+import pytest
+
+from server.config import ServerConfig, parse_args
+
+RESOLVE_CASES = {
+    "cpu-default-budget": ({}, "cpu", 4096),
+    "cuda-default-budget": ({}, "cuda", 16384),
+    "explicit-budget-kept-on-cpu": ({"max_prefill_tokens": 100}, "cpu", 100),
+    "explicit-budget-kept-on-cuda": ({"max_prefill_tokens": 100}, "cuda", 100),
+}
+
+
+@pytest.mark.parametrize("fields, device, budget", RESOLVE_CASES.values(), ids=RESOLVE_CASES.keys())
+def test_resolve_fills_what_depends_on_the_device(fields, device, budget):
+    config = ServerConfig(**fields)
+    assert not config.is_resolved
+    resolved = config.resolve(device, "bfloat16")
+    assert (resolved.device, resolved.dtype, resolved.max_prefill_tokens) == (device, "bfloat16",
+                                                                              budget)
+    assert resolved.is_resolved and resolved.to_dict()["device"] == device
+
+
+@pytest.mark.parametrize("device, dtype", [("auto", "float32"), ("cpu", "auto"), ("tpu", "float32")])
+def test_resolve_needs_a_concrete_device_and_dtype(device, dtype):
+    with pytest.raises(ValueError, match="concrete device"):
+        ServerConfig().resolve(device, dtype)
+
+
+def test_the_drain_timeout_defaults_to_the_request_timeout():
+    assert parse_args(["--request-timeout", "12"]).drain_timeout_s == 12
+    assert parse_args(["--request-timeout", "12", "--drain-timeout", "3"]).drain_timeout_s == 3
+    assert parse_args(["--drain-timeout", "0"]).drain_timeout_s == 0  # no waiting at all
+
+
+def test_the_header_timeout_has_a_few_seconds_default():
+    assert parse_args([]).header_timeout_s == 5
+    assert parse_args(["--header-timeout", "0.5"]).header_timeout_s == 0.5
