@@ -50,11 +50,11 @@ def start_worker(hold_s: float = 0.0, host: str = "127.0.0.1", port: int | None 
                  log_path: Path | None = None, *server_args: str) -> tuple[subprocess.Popen, str]:
     """A scoring server process over a free runner whose batches take hold_s (not yet ready)."""
     port = port or free_port()
-    out = open(log_path, "w") if log_path else subprocess.DEVNULL
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.gateway.worker_process", "--hold-s", str(hold_s),
-         "--host", host, "--port", str(port), *server_args],
-        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    with open(log_path or os.devnull, "w") as out:  # the child keeps its own copy of the file
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.gateway.worker_process", "--hold-s", str(hold_s),
+             "--host", host, "--port", str(port), *server_args],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     return process, f"http://{host}:{port}"
 
 

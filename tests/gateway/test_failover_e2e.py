@@ -7,8 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.gateway.support import (gateway_process, sample, score_body, start_worker, wait_http,
-                                   wait_until)
+from tests.gateway.support import (
+    gateway_process,
+    sample,
+    score_body,
+    start_worker,
+    wait_http,
+    wait_until,
+)
 from tests.processes import stop
 from tests.server.support import SlowRunner, serving
 

@@ -44,22 +44,22 @@ def test_requests_go_around_the_worker_holding_30_sequences(tmp_path):
 
 
 def test_client_errors_and_api_key_pass_through(tmp_path):
-    with serving(FakeRunner(), api_key=KEY) as (worker, _):
-        with gateway_process("--worker-urls", worker, "--api-key", KEY,
-                             log_path=tmp_path / "gateway.log") as gateway:
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
-            bad = {"query": [1], "items": [[2]], "label_token_ids": []}
-            through = httpx.post(f"{gateway}/v1/score", json=bad, headers=AUTH)
-            direct = httpx.post(f"{worker}/v1/score", json=bad, headers=AUTH)
-            assert through.status_code == direct.status_code == 400
-            assert through.json() == direct.json() and through.json()["object"] == "error"
-            assert through.headers["content-type"] == direct.headers["content-type"]
-            refused = httpx.post(f"{gateway}/v1/score", json=score_body())
-            assert refused.status_code == 401 and refused.json()["type"] == "AuthenticationError"
-            ok = httpx.post(f"{gateway}/v1/score", json=score_body(), headers=AUTH)
-            assert ok.status_code == 200  # the worker requires the key too: it was passed on
-            assert httpx.get(f"{gateway}/ready").status_code == 200
-            for code, count in (("400", 1), ("401", 1), ("200", 1)):
-                assert sample(gateway, f"{G}_requests_total", code=code) == count
-            assert sample(gateway, f"{G}_retries_total", reason="503") == 0  # a 4xx is no retry
-            assert sample(gateway, f"{G}_waiting_requests") == 0
+    with serving(FakeRunner(), api_key=KEY) as (worker, _), \
+            gateway_process("--worker-urls", worker, "--api-key", KEY,
+                            log_path=tmp_path / "gateway.log") as gateway:
+        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        bad = {"query": [1], "items": [[2]], "label_token_ids": []}
+        through = httpx.post(f"{gateway}/v1/score", json=bad, headers=AUTH)
+        direct = httpx.post(f"{worker}/v1/score", json=bad, headers=AUTH)
+        assert through.status_code == direct.status_code == 400
+        assert through.json() == direct.json() and through.json()["object"] == "error"
+        assert through.headers["content-type"] == direct.headers["content-type"]
+        refused = httpx.post(f"{gateway}/v1/score", json=score_body())
+        assert refused.status_code == 401 and refused.json()["type"] == "AuthenticationError"
+        ok = httpx.post(f"{gateway}/v1/score", json=score_body(), headers=AUTH)
+        assert ok.status_code == 200  # the worker requires the key too: it was passed on
+        assert httpx.get(f"{gateway}/ready").status_code == 200
+        for code, count in (("400", 1), ("401", 1), ("200", 1)):
+            assert sample(gateway, f"{G}_requests_total", code=code) == count
+        assert sample(gateway, f"{G}_retries_total", reason="503") == 0  # a 4xx is no retry
+        assert sample(gateway, f"{G}_waiting_requests") == 0
