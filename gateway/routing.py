@@ -53,9 +53,10 @@ class Router:
         self._turn = 0
 
     def choose(self, exclude: str | None = None) -> Worker | None:
+        """A fresh worker other than `exclude`; a retry (exclude given) keeps the round-robin turn."""
         fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url != exclude]
         worker = pick(fresh, self.config.policy, self.rng, self._turn)
-        if worker is not None:
+        if worker is not None and exclude is None:
             self._turn += 1
         return worker
 

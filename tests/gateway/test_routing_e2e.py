@@ -1,5 +1,6 @@
 """`python -m gateway` over three real servers (the real app and scheduler over a free runner):
 load-aware routing, 4xx and API keys passed through, and the metrics that tell it."""
+import contextlib
 import threading
 
 import httpx
@@ -63,3 +64,34 @@ def test_client_errors_and_api_key_pass_through(tmp_path):
             assert sample(gateway, f"{G}_requests_total", code=code) == count
         assert sample(gateway, f"{G}_retries_total", reason="503") == 0  # a 4xx is no retry
         assert sample(gateway, f"{G}_waiting_requests") == 0
+
+
+def test_a_503_is_retried_once_on_another_worker_else_passed_back(tmp_path):
+    gate = threading.Event()  # the full worker runs one sequence, queues one, refuses the rest
+    with contextlib.ExitStack() as other, \
+            serving(FakeRunner(gate=gate), max_running_requests=1, max_queued_requests=1) as (full, _):
+        spare = other.enter_context(serving(FakeRunner()))[0]
+        holders = [threading.Thread(target=httpx.post, args=(f"{full}/v1/score",),
+                                    kwargs={"json": score_body(1), "timeout": 30}) for _ in range(2)]
+        try:
+            for holder in holders:
+                holder.start()
+            wait_until(lambda: num_reqs(full) == 2)
+            direct = httpx.post(f"{full}/v1/score", json=score_body(1))
+            assert direct.status_code == 503
+            with gateway_process("--worker-urls", full, spare, "--policy", "round_robin",
+                                 log_path=tmp_path / "gateway.log") as gateway:
+                wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+                codes = [httpx.post(f"{gateway}/v1/score", json=score_body(1)).status_code
+                         for _ in range(4)]
+                assert codes == [200] * 4
+                assert sample(gateway, f"{G}_retries_total", reason="503") == 2  # half went to full
+                other.close()  # the spare stops: nobody else to retry on
+                wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+                answer = httpx.post(f"{gateway}/v1/score", json=score_body(1))
+                assert (answer.status_code, answer.json()) == (503, direct.json())
+                assert answer.headers["retry-after"] == direct.headers["retry-after"]
+        finally:
+            gate.set()
+            for holder in holders:
+                holder.join(timeout=30)
