@@ -1,6 +1,6 @@
 """What the fleet gateway adds and what its routing buys, printed as numbers (no asserts).
 
-  python -m bench.gateway [--requests 1500] [--real-requests 8] [--skip-real-model]
+  python -m bench.gateway [--requests 1500] [--real-requests 8] [--sections overhead real routing]
 
 1. Overhead, a model that costs nothing (bench.free_server): requests/s and P50/P99 latency direct
    vs through `python -m gateway`, at concurrency 1 (latency added) and 16 (what it sustains).
@@ -118,24 +118,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-requests", type=int, default=8, help="per real-model run")
     parser.add_argument("--rate", type=float, default=40.0, help="routing runs, requests/s")
     parser.add_argument("--duration", type=float, default=10.0, help="routing runs, seconds")
-    parser.add_argument("--skip-real-model", action="store_true")
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
     args = parser.parse_args(argv)
-    with contextlib.ExitStack() as stack:
-        free = stack.enter_context(start_server("bench.free_server", []))
-        free.wait_ready()
-        gateway = stack.enter_context(start_server("gateway", gateway_args([free.url])))
-        gateway.wait_ready()
-        runs = asyncio.run(measure_overhead(free.url, gateway.url, args.requests))
-        print(format_runs("overhead, free model (bench.free_server), one worker", runs))
-        print(added(runs[0], runs[1]), "(concurrency 1);", added(runs[2], runs[3]), "(16)")
-    if not args.skip_real_model:
-        print(real_model(args.real_requests))
-    print(routing(args.rate, args.duration))
+    for section in args.sections:
+        print(SECTIONS[section](args), flush=True)
     return 0
 
 
-def real_model(num_requests: int) -> str:
-    with start_server("server", []) as server, \
+def overhead(args: argparse.Namespace) -> str:
+    with start_server("bench.free_server", []) as free, \
+            start_server("gateway", gateway_args([free.url])) as gateway:
+        free.wait_ready()
+        gateway.wait_ready()
+        runs = asyncio.run(measure_overhead(free.url, gateway.url, args.requests))
+    return (format_runs("overhead, free model (bench.free_server), one worker", runs) + "\n"
+            + added(runs[0], runs[1]) + " (concurrency 1); " + added(runs[2], runs[3]) + " (16)")
+
+
+def real_model(args: argparse.Namespace) -> str:
+    num_requests = args.real_requests
+    # a long request timeout: on a shared 2-core machine a busy moment must not turn into 504s
+    with start_server("server", ["--request-timeout", "600"]) as server, \
             start_server("gateway", gateway_args([server.url])) as gateway:
         server.wait_ready(timeout_s=600)
         gateway.wait_ready()
@@ -147,7 +150,8 @@ def real_model(num_requests: int) -> str:
             + f"\nitems/s through the gateway / direct: {ratio:.3f}")
 
 
-def routing(rate_per_s: float, duration_s: float) -> str:
+def routing(args: argparse.Namespace) -> str:
+    rate_per_s, duration_s = args.rate, args.duration
     with contextlib.ExitStack() as stack:
         workers = [stack.enter_context(start_server("bench.paced_server", PACE)) for _ in range(3)]
         for worker in workers:
@@ -163,6 +167,8 @@ def routing(rate_per_s: float, duration_s: float) -> str:
                         f"items, open loop {rate_per_s:g} req/s for {duration_s:g} s", runs)
             + "\n" + policy_ratio(runs))
 
+
+SECTIONS = {"overhead": overhead, "real": real_model, "routing": routing}
 
 if __name__ == "__main__":
     sys.exit(main())
