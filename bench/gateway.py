@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gateway", description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=1500, help="per overhead run")
     parser.add_argument("--real-requests", type=int, default=8, help="per real-model run")
+    parser.add_argument("--real-rounds", type=int, default=2, help="direct/gateway pairs")
     parser.add_argument("--rate", type=float, default=40.0, help="routing runs, requests/s")
     parser.add_argument("--duration", type=float, default=10.0, help="routing runs, seconds")
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
@@ -136,18 +137,20 @@ def overhead(args: argparse.Namespace) -> str:
 
 
 def real_model(args: argparse.Namespace) -> str:
-    num_requests = args.real_requests
+    """Direct and through the gateway, alternating for --real-rounds rounds (the load of a shared
+    machine drifts: a ratio from neighbouring runs means more than one from far-apart runs)."""
     # a long request timeout: on a shared 2-core machine a busy moment must not turn into 504s
     with start_server("server", ["--request-timeout", "600"]) as server, \
             start_server("gateway", gateway_args([server.url])) as gateway:
         server.wait_ready(timeout_s=600)
         gateway.wait_ready()
-        bodies = make_bodies(REAL, num_requests, seed=2)
-        runs = [asyncio.run(closed(name, url, bodies, 2))
+        bodies = make_bodies(REAL, args.real_requests, seed=2)
+        runs = [asyncio.run(closed(f"{name}, round {i + 1}", url, bodies, 2))
+                for i in range(args.real_rounds)
                 for name, url in (("direct", server.url), ("gateway", gateway.url))]
-    ratio = runs[1].items_per_s / runs[0].items_per_s if runs[0].items_per_s else float("nan")
+    ratios = [g.items_per_s / d.items_per_s for d, g in zip(runs[::2], runs[1::2]) if d.items_per_s]
     return (format_runs("real model (SmolLM2-135M), one worker, concurrency 2", runs)
-            + f"\nitems/s through the gateway / direct: {ratio:.3f}")
+            + "\nitems/s through the gateway / direct: " + ", ".join(f"{r:.3f}" for r in ratios))
 
 
 def routing(args: argparse.Namespace) -> str:
