@@ -99,6 +99,7 @@ class ServerConfig:
         """The effective arguments, for /get_server_info (the API key is never echoed)."""
         info = asdict(self)
         info["api_key"] = "***" if self.api_key else None
+        info["served_model_name"] = self.model_name  # gateways (SGLang's) list the model by it
         return info
 
 

@@ -1,0 +1,45 @@
+"""A scoring server whose "model" takes wall time but no CPU: every batch sleeps
+batch_s + sequence_s * its sequences (the way a GPU keeps a worker busy while its CPU idles), so a
+2-core machine can host several busy workers and a router's choices show in the latencies.
+
+  python -m bench.paced_server --port 30101 --batch-s 0.005 --sequence-s 0.004 [server flags]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+from bench.free_server import FreeRunner
+from server.app import create_app
+from server.config import parse_args
+from server.engine import Engine
+
+
+@dataclass(frozen=True)
+class PacedRunner(FreeRunner):
+    batch_s: float = 0.0
+    sequence_s: float = 0.0
+
+    def run(self, sequences):
+        time.sleep(self.batch_s + self.sequence_s * len(sequences))
+        return super().run(sequences)
+
+
+def main(argv: list[str] | None = None) -> int:
+    front = argparse.ArgumentParser(add_help=False)
+    front.add_argument("--batch-s", type=float, default=0.0, help="seconds every batch takes")
+    front.add_argument("--sequence-s", type=float, default=0.0, help="plus seconds per sequence")
+    pace, rest = front.parse_known_args(argv)
+    config = parse_args(rest)
+    runner = PacedRunner(batch_s=pace.batch_s, sequence_s=pace.sequence_s)
+    uvicorn.run(create_app(config, Engine(config, runner)), host=config.host, port=config.port,
+                log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""GatewayConfig: every flag of `python -m gateway`, checked once at the door.
+
+Owns the command line and its defaults; a bad flag is a clear message and exit status 2
+(argparse's convention). Nothing here touches the network.
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+Policy = Literal["power_of_two", "round_robin"]
+FLEET_LABEL = "scoring.fleet.dev/fleet"
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Times are seconds. Exactly one of worker_urls or fleet says where the workers come from."""
+
+    worker_urls: tuple[str, ...] = ()
+    fleet: str | None = None
+    namespace: str = "default"
+    host: str = "127.0.0.1"
+    port: int = 30080
+    policy: Policy = "power_of_two"
+    load_interval_s: float = 0.05
+    queue_timeout_s: float = 30.0
+    max_waiting_requests: int = 1024
+    request_timeout_s: float = 120.0
+    api_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.worker_urls) == bool(self.fleet):
+            raise ValueError("give exactly one of --worker-urls or --fleet")
+        for url in self.worker_urls:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"--worker-urls: {url!r} is not an http(s)://host:port URL")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"--port must be in 1..65535, got {self.port}")
+        if self.policy not in ("power_of_two", "round_robin"):
+            raise ValueError(f"--policy must be power_of_two or round_robin, got {self.policy!r}")
+        for flag, value in (("--load-interval", self.load_interval_s),
+                            ("--request-timeout", self.request_timeout_s)):
+            if value <= 0:
+                raise ValueError(f"{flag} must be > 0 seconds, got {value}")
+        if self.queue_timeout_s < 0:
+            raise ValueError(f"--queue-timeout must be >= 0 seconds, got {self.queue_timeout_s}")
+        if self.max_waiting_requests < 0:
+            raise ValueError(f"--max-waiting-requests must be >= 0, got {self.max_waiting_requests}")
+
+    @property
+    def stale_after_s(self) -> float:
+        """A worker whose last /get_load answer is older than this is not chosen."""
+        # NOTE: a few intervals, but never under 0.5 s: a busy 2-core node delays a poll that long.
+        return max(5 * self.load_interval_s, 0.5)
+
+    @property
+    def poll_timeout_s(self) -> float:
+        return max(2 * self.stale_after_s, 1.0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway",
+        description="Fleet gateway: routes /v1/score to scoring servers by their /get_load.")
+    add = parser.add_argument
+    add("--worker-urls", nargs="+", default=[], metavar="URL", help="static workers")
+    add("--fleet", default=None, help="discover this ScoringFleet's ready pods (Kubernetes watch)")
+    add("--namespace", default="default", help="the fleet's namespace (with --fleet)")
+    add("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
+    add("--port", type=int, default=30080)
+    add("--policy", default="power_of_two", choices=["power_of_two", "round_robin"])
+    add("--load-interval", type=float, default=0.05, help="seconds between /get_load polls")
+    add("--queue-timeout", type=float, default=30.0,
+        help="seconds a request may wait for a ready worker before 503")
+    add("--max-waiting-requests", type=int, default=1024, help="beyond this, 503 at once")
+    add("--request-timeout", type=float, default=120.0, help="seconds for one upstream attempt")
+    add("--api-key", default=None, help="required as 'Authorization: Bearer <key>'; passed on")
+    add("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[GatewayConfig, str]:
+    """Flags -> (config, log level); exits with status 2 and a message on a bad flag."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = GatewayConfig(
+            worker_urls=tuple(url.rstrip("/") for url in args.worker_urls), fleet=args.fleet,
+            namespace=args.namespace, host=args.host, port=args.port, policy=args.policy,
+            load_interval_s=args.load_interval, queue_timeout_s=args.queue_timeout,
+            max_waiting_requests=args.max_waiting_requests,
+            request_timeout_s=args.request_timeout, api_key=args.api_key)
+    except ValueError as error:
+        parser.error(str(error))
+    return config, args.log_level

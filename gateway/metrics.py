@@ -1,0 +1,57 @@
+"""GatewayMetrics: the gateway's /metrics on its own prometheus_client registry.
+
+Counters are counted where the event happens (requests by code, routed by worker, retries by
+reason); gauges are read from their owners (waiting room, worker registry) at scrape time.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from gateway.waiting import WaitingRoom
+from gateway.workers import WorkerRegistry
+
+PREFIX = "scoringfleet_gateway"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _LiveGauges:
+    """Gauges computed from the owners' state when scraped, never remembered."""
+
+    def __init__(self, waiting: WaitingRoom, workers: WorkerRegistry,
+                 clock: Callable[[], float]) -> None:
+        self.waiting, self.workers, self.clock = waiting, workers, clock
+
+    def collect(self):
+        yield GaugeMetricFamily(f"{PREFIX}_waiting_requests",
+                                "Requests waiting for a ready worker", value=self.waiting.num_waiting)
+        load = GaugeMetricFamily(f"{PREFIX}_worker_load",
+                                 "num_reqs last reported by a worker plus sequences sent since",
+                                 labels=["worker"])
+        for url, value in self.workers.loads().items():
+            load.add_metric([url], value)
+        yield load
+        states = GaugeMetricFamily(f"{PREFIX}_workers", "Workers by state (ready, stale, gone)",
+                                   labels=["state"])
+        for state, count in self.workers.counts_by_state(self.clock()).items():
+            states.add_metric([state], count)
+        yield states
+
+
+class GatewayMetrics:
+    def __init__(self, waiting: WaitingRoom, workers: WorkerRegistry,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(f"{PREFIX}_requests", "Score requests answered, by HTTP status",
+                                ["code"], registry=self.registry)
+        self.routed = Counter(f"{PREFIX}_routed", "Upstream attempts, by worker", ["worker"],
+                              registry=self.registry)
+        self.retries = Counter(f"{PREFIX}_retries", "Retries on another worker, by reason",
+                               ["reason"], registry=self.registry)
+        self.registry.register(_LiveGauges(waiting, workers, clock))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,54 @@
+"""One upstream attempt: POST the body unchanged to a worker's /v1/score and read its answer.
+
+Tells a failure that may be retried elsewhere (refused, or reset before any response byte) from
+an answer (any status, passed back unchanged). No choice of worker and no retry policy here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiohttp
+
+# Headers that travel each way; everything else is hop-by-hop or the gateway's own business.
+REQUEST_HEADERS = ("content-type", "authorization", "accept")
+RESPONSE_HEADERS = ("content-type", "retry-after")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class Unreachable(Exception):
+    """No response byte came back; `reason` is 'refused' or 'reset'. Safe to retry elsewhere."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+class BrokenAnswer(Exception):
+    """The worker started answering, then the connection failed: not retried (502)."""
+
+
+async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
+                  headers: dict[str, str], timeout_s: float) -> Upstream:
+    """Raises Unreachable, BrokenAnswer or asyncio.TimeoutError (the attempt outlived timeout_s)."""
+    sent = {name: headers[name] for name in REQUEST_HEADERS if name in headers}
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    try:
+        response = await session.post(f"{worker_url}/v1/score", data=body, headers=sent,
+                                      timeout=timeout)
+    except aiohttp.ClientConnectorError as error:
+        raise Unreachable("refused", str(error)) from error
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
+        raise Unreachable("reset", str(error)) from error
+    try:
+        async with response:
+            payload = await response.read()
+    except aiohttp.ClientError as error:
+        raise BrokenAnswer(f"{worker_url} broke off its answer: {error}") from error
+    kept = {name: response.headers[name] for name in RESPONSE_HEADERS if name in response.headers}
+    return Upstream(response.status, kept, payload)

@@ -1,0 +1,114 @@
+"""Router: one /v1/score request from arrival to answer: choose a worker (waiting if none is
+fresh), forward, and retry once on another worker when that is safe.
+
+Retried: refused, reset before any response byte, a 503 (full or draining). Never a 4xx, a 500
+or a 504: those are answers. Scoring is idempotent, so a retried request is never done twice in
+a way a client can see.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Mapping
+
+import aiohttp
+
+from gateway.config import GatewayConfig
+from gateway.metrics import GatewayMetrics
+from gateway.picker import pick
+from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
+from gateway.waiting import WaitingRoom, WaitingRoomFull
+from gateway.workers import Worker, WorkerRegistry
+
+JSON = "application/json"
+
+
+def error_reply(status: int, error_type: str, message: str, retry_after_s: int | None = None) -> Upstream:
+    """An answer in SGLang's error body, for what the gateway itself decides."""
+    body = json.dumps({"object": "error", "message": message, "type": error_type, "code": status})
+    headers = {"content-type": JSON}
+    if retry_after_s is not None:
+        headers["retry-after"] = str(retry_after_s)
+    return Upstream(status, headers, body.encode())
+
+
+def count_sequences(body: bytes) -> int:
+    """Items in a score request (one sequence each); 1 when the body is not what we expect
+    (the worker will answer 400 and we only need a weight)."""
+    try:
+        items = json.loads(body).get("items")
+    except (ValueError, AttributeError):
+        return 1
+    return max(len(items), 1) if isinstance(items, list) else 1
+
+
+class Router:
+    def __init__(self, config: GatewayConfig, registry: WorkerRegistry, waiting: WaitingRoom,
+                 metrics: GatewayMetrics, session: aiohttp.ClientSession,
+                 rng: random.Random | None = None) -> None:
+        self.config, self.registry, self.waiting = config, registry, waiting
+        self.metrics, self.session = metrics, session
+        self.rng = rng or random.Random()
+        self._turn = 0
+
+    def choose(self, exclude: str | None = None) -> Worker | None:
+        """A fresh worker other than `exclude`; a retry (exclude given) keeps the round-robin turn."""
+        fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url != exclude]
+        worker = pick(fresh, self.config.policy, self.rng, self._turn)
+        if worker is not None and exclude is None:
+            self._turn += 1
+        return worker
+
+    async def route(self, body: bytes, headers: Mapping[str, str]) -> Upstream:
+        """The answer for the client: a worker's (unchanged) or the gateway's own error."""
+        num_sequences = count_sequences(body)
+        try:
+            worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
+        except WaitingRoomFull as error:
+            return error_reply(503, "ServiceUnavailableError", str(error), 1)
+        if worker is None:
+            return self._no_worker()
+        outcome = await self._attempt(worker, body, headers, num_sequences)
+        if isinstance(outcome, Upstream) and outcome.status != 503:
+            return outcome
+        reason = "503" if isinstance(outcome, Upstream) else outcome.reason
+        self.metrics.retries.labels(reason=reason).inc()
+        retry_worker = await self._retry_worker(worker.url, isinstance(outcome, Upstream))
+        if retry_worker is None:
+            return outcome if isinstance(outcome, Upstream) else self._no_worker()
+        second = await self._attempt(retry_worker, body, headers, num_sequences)
+        if isinstance(second, Unreachable):
+            return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
+        return second
+
+    async def _retry_worker(self, failed_url: str, answered: bool) -> Worker | None:
+        # A worker that answered 503 is alive and its 503 is a fine answer: take another worker
+        # only if one is ready now. One that did not answer is no answer: wait for another.
+        if answered:
+            return self.choose(exclude=failed_url)
+        try:
+            return await self.waiting.take(lambda: self.choose(exclude=failed_url),
+                                           self.config.queue_timeout_s)
+        except WaitingRoomFull:
+            return None
+
+    async def _attempt(self, worker: Worker, body: bytes, headers: Mapping[str, str],
+                       num_sequences: int) -> Upstream | Unreachable:
+        self.registry.record_sent(worker.url, num_sequences)
+        self.metrics.routed.labels(worker=worker.url).inc()
+        try:
+            return await forward(self.session, worker.url, body, headers,
+                                 self.config.request_timeout_s)
+        except Unreachable as error:
+            self.registry.record_failure(worker.url)
+            return error
+        except BrokenAnswer as error:
+            return error_reply(502, "BadGatewayError", str(error))
+        except TimeoutError:
+            return error_reply(504, "TimeoutError",
+                               f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+
+    def _no_worker(self) -> Upstream:
+        return error_reply(503, "ServiceUnavailableError",
+                           f"no ready worker within {self.config.queue_timeout_s} s", 1)

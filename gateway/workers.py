@@ -1,0 +1,94 @@
+"""WorkerRegistry: the workers in rotation, each with its last /get_load answer and the sequences
+the gateway has sent it since that answer (the in-flight correction).
+
+The only owner of per-worker state. Pure bookkeeping: every time is passed in (monotonic seconds);
+the poller and the proxy report to it, the picker reads snapshots of it, discovery sets who is in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Worker:
+    url: str
+    num_reqs: int = 0           # running + waiting sequences, as last answered
+    answered_at: float | None = None  # when that answer came (None: never)
+    failed: bool = False         # the last poll or connection to it failed
+    num_sent: int = 0            # sequences sent to it, ever
+    num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
+
+    @property
+    def num_in_flight(self) -> int:
+        """Sequences sent since the last answered poll went out: the answer cannot include them."""
+        return self.num_sent - self.num_sent_at_poll
+
+    @property
+    def load(self) -> int:
+        """The corrected load the picker compares: reported num_reqs + sequences sent since."""
+        return self.num_reqs + self.num_in_flight
+
+    def is_fresh(self, now: float, stale_after_s: float) -> bool:
+        return (not self.failed and self.answered_at is not None
+                and now - self.answered_at <= stale_after_s)
+
+
+class WorkerRegistry:
+    """Workers by URL. `gone` counts URLs that left the rotation and have not come back."""
+
+    def __init__(self, stale_after_s: float) -> None:
+        self.stale_after_s = stale_after_s
+        self._workers: dict[str, Worker] = {}
+        self._gone: set[str] = set()
+
+    def set_urls(self, urls) -> tuple[list[str], list[str]]:
+        """Make the rotation exactly `urls`; returns (added, removed). Kept workers keep their state."""
+        wanted = set(urls)
+        added = sorted(wanted - self._workers.keys())
+        removed = sorted(self._workers.keys() - wanted)
+        for url in removed:
+            del self._workers[url]
+        for url in added:
+            self._workers[url] = Worker(url)
+        self._gone = (self._gone | set(removed)) - wanted
+        return added, removed
+
+    def get(self, url: str) -> Worker | None:
+        return self._workers.get(url)
+
+    def urls(self) -> list[str]:
+        return list(self._workers)
+
+    def poll_started(self, url: str) -> int:
+        """Call as a poll goes out; pass the returned mark to record_answer."""
+        worker = self._workers.get(url)
+        return worker.num_sent if worker else 0
+
+    def record_answer(self, url: str, num_reqs: int, mark: int, now: float) -> None:
+        worker = self._workers.get(url)
+        if worker is None:
+            return
+        worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
+        worker.num_sent_at_poll = mark
+
+    def record_failure(self, url: str) -> None:
+        """A poll or a connection failed: not chosen again until a poll answers."""
+        worker = self._workers.get(url)
+        if worker is not None:
+            worker.failed = True
+
+    def record_sent(self, url: str, num_sequences: int) -> None:
+        worker = self._workers.get(url)
+        if worker is not None:
+            worker.num_sent += num_sequences
+
+    def fresh(self, now: float) -> list[Worker]:
+        return [w for w in self._workers.values() if w.is_fresh(now, self.stale_after_s)]
+
+    def counts_by_state(self, now: float) -> dict[str, int]:
+        """{'ready': fresh, 'stale': in rotation but not fresh, 'gone': left the rotation}."""
+        ready = len(self.fresh(now))
+        return {"ready": ready, "stale": len(self._workers) - ready, "gone": len(self._gone)}
+
+    def loads(self) -> dict[str, int]:
+        return {url: w.load for url, w in self._workers.items()}

@@ -1,0 +1,82 @@
+"""Helpers for the gateway's process tests: `python -m gateway` as a real process, workers as real
+server processes (the real app and scheduler over a runner that costs nothing or holds each batch),
+and reading /metrics with Prometheus' own parser."""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.server_process import free_port
+from tests.processes import stop
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_http(url: str, timeout_s: float = 20.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"{process.args} exited with {process.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
+
+
+@contextlib.contextmanager
+def gateway_process(*args: str, log_path: Path, env: dict | None = None):
+    """`python -m gateway --port <free> *args`; yields its base URL once /health answers."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "gateway", "--port", str(port), *args],
+                                   cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   env=env or dict(os.environ))
+        try:
+            wait_http(f"http://127.0.0.1:{port}/health", process=process)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(process)
+
+
+def start_worker(hold_s: float = 0.0, host: str = "127.0.0.1", port: int | None = None,
+                 log_path: Path | None = None, *server_args: str) -> tuple[subprocess.Popen, str]:
+    """A scoring server process (bench.paced_server) whose batches take hold_s; not yet ready."""
+    port = port or free_port()
+    with open(log_path or os.devnull, "w") as out:  # the child keeps its own copy of the file
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.paced_server", "--batch-s", str(hold_s),
+             "--host", host, "--port", str(port), *server_args],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    return process, f"http://{host}:{port}"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """/metrics as {(sample name, sorted labels): value}, parsed by prometheus_client."""
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def sample(url: str, name: str, **labels: str) -> float:
+    return scrape(url).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def score_body(num_items: int = 2, **extra) -> dict:
+    return {"query": [1, 2, 3], "items": [[4, 5]] * num_items, "label_token_ids": [7, 8], **extra}
+
+
+def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"condition not reached within {timeout_s} s")

@@ -1,0 +1,61 @@
+"""gateway.workers: the registry's bookkeeping (freshness, in-flight correction, rotation)."""
+import pytest
+
+from gateway.workers import Worker, WorkerRegistry
+
+A, B, C = "http://a", "http://b", "http://c"
+
+
+def registry(*urls: str, stale_after_s: float = 0.5) -> WorkerRegistry:
+    reg = WorkerRegistry(stale_after_s)
+    reg.set_urls(urls)
+    return reg
+
+
+@pytest.mark.parametrize("worker, now, fresh", [
+    (Worker(A), 0.0, False),                                   # never answered
+    (Worker(A, answered_at=10.0), 10.4, True),
+    (Worker(A, answered_at=10.0), 10.6, False),                # older than stale_after_s
+    (Worker(A, answered_at=10.0, failed=True), 10.1, False),   # last poll or connection failed
+], ids=["never-answered", "recent", "stale", "failed"])
+def test_is_fresh(worker, now, fresh):
+    assert worker.is_fresh(now, stale_after_s=0.5) is fresh
+
+
+def test_sent_sequences_count_until_a_poll_sent_after_them_answers():
+    reg = registry(A)
+    mark = reg.poll_started(A)            # poll 1 goes out
+    reg.record_sent(A, 30)                # 30 sequences sent while it is on the wire
+    reg.record_answer(A, num_reqs=2, mark=mark, now=1.0)
+    assert reg.get(A).load == 32          # poll 1 cannot have seen the 30 (2 if it had reset them)
+    mark = reg.poll_started(A)            # poll 2 goes out after them: its answer includes them
+    reg.record_answer(A, num_reqs=25, mark=mark, now=1.05)
+    assert reg.get(A).load == 25
+
+
+def test_a_failure_takes_a_worker_out_until_a_poll_answers():
+    reg = registry(A, B)
+    for url in (A, B):
+        reg.record_answer(url, 0, reg.poll_started(url), now=1.0)
+    reg.record_failure(A)
+    assert [w.url for w in reg.fresh(1.1)] == [B]
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.2)
+    assert sorted(w.url for w in reg.fresh(1.3)) == [A, B]
+
+
+def test_set_urls_keeps_state_of_kept_workers_and_counts_gone():
+    reg = registry(A, B)
+    reg.record_answer(A, 7, reg.poll_started(A), now=1.0)
+    assert reg.set_urls([A, C]) == ([C], [B])
+    assert reg.get(A).num_reqs == 7 and reg.get(B) is None
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "gone": 1}
+    reg.set_urls([A, B, C])               # B came back: no longer gone
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "gone": 0}
+
+
+def test_reports_about_unknown_workers_are_ignored():
+    reg = registry(A)
+    reg.record_answer(B, 3, 0, now=1.0)
+    reg.record_sent(B, 3)
+    reg.record_failure(B)
+    assert reg.loads() == {A: 0}
