@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     front.add_argument("--batch-s", type=float, default=0.0, help="seconds every batch takes")
     front.add_argument("--sequence-s", type=float, default=0.0, help="plus seconds per sequence")
     pace, rest = front.parse_known_args(argv)
-    config = parse_args(rest)
+    config = parse_args(rest).resolve("cpu", "float32")  # the pace is the model: CPU defaults
     runner = PacedRunner(batch_s=pace.batch_s, sequence_s=pace.sequence_s)
     uvicorn.run(create_app(config, Engine(config, runner)), host=config.host, port=config.port,
                 log_level="warning")
