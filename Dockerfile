@@ -2,6 +2,7 @@
 # One image for both halves of ScoringFleet:
 #   the scoring server (default):  docker run -p 30000:30000 IMAGE
 #   the operator:                  python -m fleet_operator --standalone -A   (the Helm chart sets this)
+#   the fleet gateway:             python -m gateway --fleet NAME --namespace NS --host 0.0.0.0
 #
 # Build arguments:
 #   TORCH_VARIANT       cu128 (default: CUDA 12.8 wheels, which bring their own CUDA libraries; the host
@@ -65,6 +66,7 @@ WORKDIR /app
 # The source last: the only layer a code change rebuilds (a few hundred KB).
 COPY server/ /app/server/
 COPY fleet_operator/ /app/fleet_operator/
+COPY gateway/ /app/gateway/
 USER 65532:65532
 EXPOSE 30000
 # For `docker run`; Kubernetes ignores this and uses the probes the operator sets.

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from gateway.discovery import label_selector, rotation
@@ -38,6 +40,7 @@ class PodWatch:
         self.namespace, self.selector = namespace, label_selector(fleet, label)
         self.on_rotation, self.loop = on_rotation, loop
         self._stopping = threading.Event()
+        self._listed_at_s = -math.inf  # when a list last succeeded
         self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
 
     def start(self) -> None:
@@ -52,20 +55,28 @@ class PodWatch:
         from kubernetes import client
         api = api_client()
         core = client.CoreV1Api(api)
+        last_failure_s = -math.inf
         while not self._stopping.is_set():
             try:
                 self._list_and_watch(api, core)
             except Exception as error:  # noqa: BLE001 - an API outage must not end discovery
                 if getattr(error, "status", None) == 410:
                     continue  # the watch expired: list again at once
+                # After a good list, a failure (a cut watch) lists again at once, so no change
+                # is missed for long; failures with no good list between wait: no hot loop.
+                delay_s = RETRY_DELAY_S if last_failure_s > self._listed_at_s else 0.0
+                last_failure_s = time.monotonic()
+                detail = (f"{error.status} {error.reason}" if hasattr(error, "status")
+                          else repr(error))  # an ApiException's str() is many lines
                 log.warning("pod watch on %s/%s failed (%s); again in %s s", self.namespace,
-                            self.selector, error, RETRY_DELAY_S)
-                self._stopping.wait(RETRY_DELAY_S)
+                            self.selector, detail, delay_s)
+                self._stopping.wait(delay_s)
         api.close()
 
     def _list_and_watch(self, api, core) -> None:
         from kubernetes import watch
         listed = core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+        self._listed_at_s = time.monotonic()
         pods = {pod.metadata.name: api.sanitize_for_serialization(pod) for pod in listed.items}
         self._publish(pods)
         stream = watch.Watch().stream(

@@ -1,6 +1,7 @@
 """`python -m gateway --fleet f` against the Kubernetes API emulator: pods (loopback addresses,
 real servers) join the rotation when ready and leave it at once on becoming not ready or
-terminating; a request waiting for a worker is answered once a pod is ready; a cut watch resumes."""
+terminating; a request waiting for a worker is answered once a pod is ready; API errors, an
+expired watch and a cut watch are followed by a fresh list and watch."""
 import threading
 
 import httpx
@@ -47,9 +48,13 @@ def test_gateway_follows_the_fleets_pods(kube_api, tmp_path):
             gateway_process("--fleet", "f", "--namespace", NS, "--queue-timeout", "10",
                             log_path=tmp_path / "gateway.log", env=kube_api.env) as gateway:
         assert httpx.get(f"{gateway}/ready").status_code == 503  # no worker known yet
+        # an API outage, then an expired watch (410 Gone): the gateway lists and watches again
+        outage = kube_api.inject("GET", r"/pods\?", 503, times=2)
+        expired = kube_api.inject("GET", r"/pods\?.*watch=", 410, times=1)
         add_pod(kube_api, "other-fleet", third, fleet="g")
         add_pod(kube_api, "p0", first)
         wait_until(lambda: ready_workers(gateway) == 1)
+        assert outage.hits == 2 and expired.hits == 1
         assert httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200
         assert sample(gateway, f"{G}_routed_total", worker=first) == 1
         assert sample(gateway, f"{G}_worker_load", worker=third) == 0  # not in fleet f
