@@ -6,9 +6,12 @@ a table may name a module relative to its package), and every relative link reso
 in the tree is exempt where the doc says so: lines marked "(landing)" and the section "Where the
 next features fit". Backward: each module of server/, gateway/ and kube_emulator/ is named in its
 package's section, and each top-level folder under version control is in the tree listing.
+The layer tables of those three sections hold: a module imports only from layers below its own
+(kube_emulator: its own or below), read from the code's imports.
 """
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -25,6 +28,7 @@ PATH_IN_CODE = re.compile(r"(?<![\w/.:-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|md|ya
                           r"|(?:[\w.-]+/)+)(?![\w/])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 MAPPED_PACKAGES = ("server", "gateway", "kube_emulator")
+SAME_LAYER_ALLOWED = {"server": False, "gateway": False, "kube_emulator": True}
 
 
 def doc_lines() -> list[str]:
@@ -110,3 +114,41 @@ def test_every_tracked_top_level_folder_is_in_the_tree_listing():
     entries = [line.split()[0] for line in listing.group(1).splitlines() if line.strip()]
     assert sorted(folders - {entry.split("/")[0] for entry in entries}) == []
     assert sorted(entry for entry in entries if not (ROOT / entry).exists()) == []
+
+
+def layers(package: str) -> dict[str, int]:
+    """Module name -> row of the section's `| Layer | Modules |` table (0 on top). A row's text may
+    mention a module of a lower row (e.g. `routing.py`'s parse): the last row naming it counts."""
+    table = re.search(r"^\| Layer \| Modules \|\n\|[-|]+\|\n((?:\|.*\n)+)", section(f"{package}/"), re.M)
+    assert table, f"the {package}/ section has no layer table"
+    rows = {}
+    for row, line in enumerate(table.group(1).splitlines()):
+        for name in re.findall(r"`(\w+)\.py`", line.split("|")[2]):
+            rows[name] = row
+    return rows
+
+
+def internal_imports(package: str, path: Path) -> set[str]:
+    """The package's modules that `path` imports (at any depth of the file: lazy ones too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+            parts = node.module.split(".")
+            found.update([parts[1]] if len(parts) > 1 else [alias.name for alias in node.names])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[1] for alias in node.names
+                         if alias.name.startswith(package + "."))
+    return found
+
+
+@pytest.mark.parametrize("package", MAPPED_PACKAGES)
+def test_imports_point_down_the_layer_table(package):
+    rows = layers(package)
+    upward = []
+    for module, row in rows.items():
+        path = ROOT / package / f"{module}.py"
+        for imported in internal_imports(package, path) & rows.keys():
+            same = rows[imported] == row and imported != module
+            if rows[imported] < row or (same and not SAME_LAYER_ALLOWED[package]):
+                upward.append(f"{module} -> {imported}")
+    assert sorted(upward) == [], f"imports against docs/architecture.md's {package}/ layers"
