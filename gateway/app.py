@@ -13,7 +13,8 @@ import secrets
 import aiohttp
 from aiohttp import web
 
-from gateway.config import FLEET_LABEL, GatewayConfig
+from fleet_operator.names import FLEET_LABEL  # the API's names: a module of constants only
+from gateway.config import GatewayConfig
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.poller import Poller

@@ -12,7 +12,6 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 Policy = Literal["power_of_two", "round_robin"]
-FLEET_LABEL = "scoring.fleet.dev/fleet"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import threading
 
 import httpx
 
-from gateway.config import FLEET_LABEL
+from fleet_operator.names import FLEET_LABEL
 from tests.gateway.support import gateway_process, sample, score_body, wait_until
 from tests.server.support import FakeRunner, serving
 
