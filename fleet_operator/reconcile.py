@@ -74,20 +74,21 @@ def owner_fleet(child: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
                     fleet: FleetSpec) -> tuple[dict[str, str], Condition | None]:
-    """Apply every child, delete the mode children not wanted: (actions, ScaledObjectReady or None)."""
+    """Delete the mode children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
     children = build_children(fleet)
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
     actions, keda = {}, None
+    # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
+    for api_version, kind, wanted in MODE_CHILDREN:
+        # a 404 (absent, or keda.sh not served at all) is "nothing to delete"
+        if not wanted(fleet) and kube.delete(ctx.api, api_version, kind, fleet.namespace, fleet.name):
+            actions[kind] = "deleted"
     for child in children:
         if child["kind"] == "ScaledObject":
             keda = _apply_scaled_object(ctx, child, actions)
             continue
         optional = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
         actions[child["kind"]], _ = kube.apply(ctx.api, child, optional)
-    for api_version, kind, wanted in MODE_CHILDREN:
-        # a 404 (absent, or keda.sh not served at all) is "nothing to delete"
-        if not wanted(fleet) and kube.delete(ctx.api, api_version, kind, fleet.namespace, fleet.name):
-            actions[kind] = "deleted"
     return actions, keda
 
 

@@ -2,6 +2,7 @@
 read back, the ScaledObject removed outside keda mode, and a cluster without KEDA reported once."""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -93,3 +94,19 @@ def test_a_keda_fleet_with_no_prometheus_address_anywhere_is_an_invalid_spec(kub
     assert (spec_valid["status"], spec_valid["reason"]) == ("False", "InvalidSpec")
     assert "spec.autoscaling.keda.prometheusAddress" in spec_valid["message"]
     assert len(events(kube_api, "InvalidSpec")) == 1
+
+
+def test_from_hpa_to_keda_mode_the_hpa_goes_before_the_scaled_object_comes(kube_api, api):
+    # KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
+    kube_api.apply_file(KEDA_CRD)
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"autoscaling": {"mode": "hpa"}}}')
+    assert reconcile(api).actions["HorizontalPodAutoscaler"] == "created"
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"autoscaling": {"mode": "keda"}}}')
+    start = time.monotonic()
+    actions = reconcile(api, 1).actions
+    assert (actions["HorizontalPodAutoscaler"], actions["ScaledObject"]) == ("deleted", "created")
+    writes = [(r.method, r.path) for r in kube_api.requests(start) if r.method in ("POST", "DELETE")]
+    hpa_deleted = next(i for i, (m, path) in enumerate(writes)
+                       if m == "DELETE" and "/horizontalpodautoscalers/" in path)
+    created = next(i for i, (m, path) in enumerate(writes) if m == "POST" and path.endswith("/scaledobjects"))
+    assert hpa_deleted < created, writes
