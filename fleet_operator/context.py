@@ -11,11 +11,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from fleet_operator.clock import Clock, utc_now
 
 DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
 RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
+PROMETHEUS_ADDRESS_ENV = "SCORING_FLEET_PROMETHEUS_ADDRESS"
 
 
 @dataclass(frozen=True)
@@ -25,17 +27,23 @@ class OperatorConfig:
     default_image: str | None = None  # the operator's own image: used by CPU fleets without spec.image
     # Services, PDBs and HPAs are not watched: every fleet is re-applied this often (drift, misses).
     resync_interval_s: float = 30.0
+    # keda mode's trigger queries this Prometheus unless a fleet names its own.
+    prometheus_address: str | None = None
 
     def __post_init__(self) -> None:
         if not self.resync_interval_s > 0:
             raise ValueError(f"resync_interval_s must be > 0, got {self.resync_interval_s}")
+        url = urlsplit(self.prometheus_address or "")
+        if self.prometheus_address is not None and (url.scheme not in ("http", "https") or not url.netloc):
+            raise ValueError(f"{PROMETHEUS_ADDRESS_ENV} must be an http(s) URL, got {self.prometheus_address!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
-        """SCORING_FLEET_DEFAULT_IMAGE, SCORING_FLEET_RESYNC_INTERVAL_S (both optional)."""
+        """SCORING_FLEET_DEFAULT_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS (all optional)."""
         interval = environ.get(RESYNC_INTERVAL_ENV)
         return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,
-                   resync_interval_s=float(interval) if interval else cls.resync_interval_s)
+                   resync_interval_s=float(interval) if interval else cls.resync_interval_s,
+                   prometheus_address=environ.get(PROMETHEUS_ADDRESS_ENV) or None)
 
 
 @dataclass

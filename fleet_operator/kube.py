@@ -30,6 +30,7 @@ PLURALS = {
     "Service": "services",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "ScaledObject": "scaledobjects",  # keda.sh/v1alpha1
     "Pod": "pods",
     "Event": "events",
     names.KIND: names.PLURAL,

@@ -15,11 +15,16 @@ from typing import Any
 import kopf
 
 from fleet_operator import kube, names
-from fleet_operator.builders import build_children, wants_hpa
+from fleet_operator.builders import build_children, wants_hpa, wants_scaled_object
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
-from fleet_operator.status import fleet_status, status_patch
+from fleet_operator.status import KEDA_NOT_INSTALLED, fleet_status, scaled_object_condition, status_patch
+
+Condition = tuple[str, str, str]  # (status, reason, message)
+# Children that exist only in one mode: deleted whenever the fleet is not in it.
+MODE_CHILDREN = (("autoscaling/v2", "HorizontalPodAutoscaler", wants_hpa),
+                 ("keda.sh/v1alpha1", "ScaledObject", wants_scaled_object))
 
 
 @dataclass(frozen=True)
@@ -43,13 +48,16 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
                 or (uid is not None and body["metadata"].get("uid") != uid):
             return None
         try:
-            fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image)
+            fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
+                                ctx.config.prometheus_address)
         except SpecError as e:
-            if _write_status(ctx, body, str(e), now, native=False):
+            if "SpecValid" in _write_status(ctx, body, str(e), now, native=False):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
-        actions = _apply_children(ctx, body, fleet)
-        _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas)
+        actions, keda = _apply_children(ctx, body, fleet)
+        moved = _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas, keda)
+        if keda is not None and keda[1] == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
+            kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda[2], now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
             kube.post_event(ctx.api, body, "Normal", "Reconciled", ", ".join(changed), now)
@@ -65,23 +73,47 @@ def owner_fleet(child: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
-                    fleet: FleetSpec) -> dict[str, str]:
+                    fleet: FleetSpec) -> tuple[dict[str, str], Condition | None]:
+    """Delete the mode children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
     children = build_children(fleet)
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
-    actions = {}
+    actions, keda = {}, None
+    # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
+    for api_version, kind, wanted in MODE_CHILDREN:
+        # a 404 (absent, or keda.sh not served at all) is "nothing to delete"
+        if not wanted(fleet) and kube.delete(ctx.api, api_version, kind, fleet.namespace, fleet.name):
+            actions[kind] = "deleted"
     for child in children:
+        if child["kind"] == "ScaledObject":
+            keda = _apply_scaled_object(ctx, child, actions)
+            continue
         optional = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
         actions[child["kind"]], _ = kube.apply(ctx.api, child, optional)
-    if not wants_hpa(fleet):
-        if kube.delete(ctx.api, "autoscaling/v2", "HorizontalPodAutoscaler", fleet.namespace,
-                       fleet.name):
-            actions["HorizontalPodAutoscaler"] = "deleted"
-    return actions
+    return actions, keda
+
+
+def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
+                         actions: dict[str, str]) -> Condition:
+    """Apply keda mode's ScaledObject and say what KEDA reports on it (its Ready condition).
+
+    A 404 on the create means the cluster does not serve keda.sh/v1alpha1 ScaledObjects (KEDA is
+    not installed; the fleet's namespace exists): reported, not raised, so no hot retry loop; the
+    resync timer tries again, and finds KEDA once it is installed.
+    """
+    try:
+        actions["ScaledObject"], live = kube.apply(ctx.api, child)
+    except kube.ApiError as e:
+        if e.status != 404:
+            raise
+        return scaled_object_condition(None, installed=False)
+    return scaled_object_condition(live)
 
 
 def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str | None,
-                  now: datetime, native: bool, replicas: int | None = None) -> bool:
-    """Patch the reconciler's status fields that changed; True if the SpecValid condition changed.
+                  now: datetime, native: bool, replicas: int | None = None,
+                  scaled_object: Condition | None = None) -> set[str]:
+    """Patch the reconciler's status fields that changed; the condition types whose status, reason
+    or message changed.
 
     spec.replicas is the desired size unless the native autoscaler decides (and reports) it. An
     invalid spec leaves desiredReplicas as it was, and the running children stay.
@@ -95,17 +127,18 @@ def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str
         # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
         new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
                            deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired)
+                           desired_replicas=desired, scaled_object=scaled_object)
         return status_patch("reconciler", current, new, native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)
     if written is None:
-        return False
+        return set()
     before, patch = written
     status = before.get("status") or {}
-    return _condition(status, "SpecValid") != _condition({**status, **patch}, "SpecValid")
+    old, new = _conditions(status), _conditions({**status, **patch})
+    return {t for t in old.keys() | new.keys() if old.get(t) != new.get(t)}
 
 
-def _condition(status: Mapping[str, Any], type_: str) -> tuple[Any, Any]:
-    found = next((c for c in status.get("conditions") or () if c.get("type") == type_), {})
-    return found.get("status"), found.get("message")
+def _conditions(status: Mapping[str, Any]) -> dict[str, tuple[Any, Any, Any]]:
+    return {c.get("type"): (c.get("status"), c.get("reason"), c.get("message"))
+            for c in status.get("conditions") or ()}

@@ -66,11 +66,13 @@ class FleetSpec:
 
 
 def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
-                default_image: str | None = None) -> FleetSpec:
+                default_image: str | None = None,
+                default_prometheus_address: str | None = None) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
     default_image is the operator's own image (one image serves both); used only for CPU fleets,
-    because nothing says it was built with CUDA.
+    because nothing says it was built with CUDA. default_prometheus_address is the operator's
+    Prometheus for keda mode's trigger, when the fleet names none.
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
@@ -85,7 +87,8 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         replicas=top.integer("replicas"),
         resources=resources,
         server=_parse_server(top.child("server")),
-        autoscaling=parse_autoscaling(top.value.get("autoscaling")),
+        autoscaling=parse_autoscaling(top.value.get("autoscaling"),
+                                      prometheus_address=default_prometheus_address),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
         affinity=as_object(top.value.get("affinity"), "spec.affinity"),

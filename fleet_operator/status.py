@@ -17,6 +17,7 @@ from fleet_operator.clock import format_time
 from fleet_operator.names import selector_string
 
 Writer = Literal["reconciler", "autoscaler"]
+KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its Event's
 
 # desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
 # reconciler (spec.replicas); owned_fields() applies that. Both own their own conditions only.
@@ -27,7 +28,7 @@ OWNED_FIELDS: dict[Writer, frozenset[str]] = {
                              "autoscalerHistory", "lastScaleTime", "conditions"}),
 }
 OWNED_CONDITIONS: dict[Writer, frozenset[str]] = {
-    "reconciler": frozenset({"SpecValid", "Ready"}),
+    "reconciler": frozenset({"SpecValid", "Ready", "ScaledObjectReady"}),  # the last: keda mode
     "autoscaler": frozenset({"MetricsAvailable", "MetricsDegraded", "ScalingLimited"}),
 }
 
@@ -76,15 +77,41 @@ def ready_condition(desired: int | None, ready: int) -> tuple[str, str, str]:
     return "False", "ReplicasNotReady", f"{ready}/{desired} replicas ready"
 
 
+def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
+                            installed: bool = True) -> tuple[str, str, str]:
+    """(status, reason, message) of ScaledObjectReady from keda mode's ScaledObject as last read.
+
+    KEDA's own Ready condition, passed through (its reason and message); a ScaledObject KEDA has
+    not looked at yet is Unknown; `installed` False: the cluster does not serve keda.sh at all.
+    """
+    if not installed:
+        return ("False", KEDA_NOT_INSTALLED, "keda mode needs KEDA (>= 2.17): the cluster does not serve "
+                "keda.sh/v1alpha1 ScaledObjects, so nothing scales this fleet")
+    if scaled_object is None:
+        return "False", "ScaledObjectMissing", "the fleet's ScaledObject does not exist yet"
+    conditions = {c.get("type"): c for c in (scaled_object.get("status") or {}).get("conditions") or ()}
+    ready = conditions.get("Ready")
+    if ready is None or ready.get("status") not in ("True", "False"):
+        return "Unknown", "ScaledObjectPending", "KEDA has not reported on the fleet's ScaledObject yet"
+    message = f"KEDA: {ready.get('message') or 'Ready is ' + ready['status']}"
+    fallback = conditions.get("Fallback") or {}
+    if fallback.get("status") == "True":  # reads failing: KEDA holds the size (docs/operator.md)
+        message += f"; fallback active: {fallback.get('message') or 'the trigger failed'}"
+    default_reason = "ScaledObjectReady" if ready["status"] == "True" else "ScaledObjectNotReady"
+    return ready["status"], ready.get("reason") or default_reason, message
+
+
 def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
                  deployment: Mapping[str, Any] | None, spec_error: str | None,
-                 now: datetime, desired_replicas: int | None = None) -> dict[str, Any]:
+                 now: datetime, desired_replicas: int | None = None,
+                 scaled_object: tuple[str, str, str] | None = None) -> dict[str, Any]:
     """The status fields the reconciler owns, merged over `current` (the fleet's status).
 
     deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
     message, or None when the spec is valid. desired_replicas is written when given (the reconciler
-    owns it unless native autoscaling is on). Fields other writers own (lastDecision, running,
-    waiting, ...) are left as they are.
+    owns it unless native autoscaling is on). scaled_object is ScaledObjectReady's (status, reason,
+    message) in keda mode; None drops that condition. Fields other writers own (lastDecision,
+    running, waiting, ...) are left as they are.
     """
     current = current or {}
     dep_spec = (deployment or {}).get("spec") or {}
@@ -99,6 +126,8 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
         conditions = set_condition(conditions, "SpecValid", "False", "InvalidSpec", spec_error,
                                    now, generation)
     conditions = set_condition(conditions, "Ready", *ready_condition(desired, ready), now, generation)
+    if spec_error is None:  # an invalid spec leaves the ScaledObject, and what was said of it, alone
+        conditions = _scaled_object_ready(conditions, scaled_object, now, generation)
     status = {
         "replicas": int(dep_status.get("replicas") or 0),
         "readyReplicas": ready,
@@ -110,6 +139,13 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
     if desired_replicas is not None:
         status["desiredReplicas"] = desired_replicas
     return status
+
+
+def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: tuple[str, str, str] | None,
+                         now: datetime, generation: int | None) -> list[dict[str, Any]]:
+    if scaled_object is None:  # not keda mode (any more): nothing to report
+        return [c for c in conditions if c.get("type") != "ScaledObjectReady"]
+    return set_condition(conditions, "ScaledObjectReady", *scaled_object, now, generation)
 
 
 def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from fleet_operator import crd
 from fleet_operator.fields import Fields, SpecError
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
-AutoscalingMode = Literal["native", "hpa"]
+AutoscalingMode = Literal["native", "hpa", "keda"]
 
 
 def _default(*path: str) -> Any:
@@ -53,6 +54,18 @@ DEFAULT_SCALE_DOWN = ScalingRules(
 
 
 @dataclass(frozen=True)
+class KedaSpec:
+    """spec.autoscaling.keda, the operator's settings filled in: what keda mode's trigger reads.
+
+    prometheus_address is None only outside keda mode (in keda mode the parser requires one).
+    authentication_ref names a TriggerAuthentication in the fleet's namespace, or is None.
+    """
+
+    prometheus_address: str | None = None
+    authentication_ref: str | None = None
+
+
+@dataclass(frozen=True)
 class AutoscalingSpec:
     """spec.autoscaling of a ScoringFleet, defaults applied (the CRD's).
 
@@ -72,6 +85,7 @@ class AutoscalingSpec:
     max_missing_fraction: float = float(_default("maxMissingFraction"))
     scale_up: ScalingRules = field(default=DEFAULT_SCALE_UP)
     scale_down: ScalingRules = field(default=DEFAULT_SCALE_DOWN)
+    keda: KedaSpec = field(default=KedaSpec())
 
     @property
     def is_native(self) -> bool:
@@ -83,12 +97,18 @@ class AutoscalingSpec:
         """An HPA sizes the fleet (enabled, mode hpa): the operator builds it and stays out."""
         return self.enabled and self.mode == "hpa"
 
+    @property
+    def is_keda(self) -> bool:
+        """A KEDA ScaledObject sizes the fleet (enabled, mode keda): the operator builds it and stays out."""
+        return self.enabled and self.mode == "keda"
 
-def parse_autoscaling(autoscaling: Mapping[str, Any] | None,
-                      path: str = "spec.autoscaling") -> AutoscalingSpec:
+
+def parse_autoscaling(autoscaling: Mapping[str, Any] | None, path: str = "spec.autoscaling",
+                      prometheus_address: str | None = None) -> AutoscalingSpec:
     """spec.autoscaling (camelCase, as in the CRD) -> AutoscalingSpec with defaults, or SpecError.
 
     Public for the replay tool, whose traces carry the same mapping; `path` prefixes error messages.
+    prometheus_address is the operator's default for keda mode's trigger (a fleet may set its own).
     """
     a = Fields.of(autoscaling, path, crd.spec_schema("autoscaling"))
     min_replicas, max_replicas = a.integer("minReplicas"), a.integer("maxReplicas")
@@ -96,9 +116,14 @@ def parse_autoscaling(autoscaling: Mapping[str, Any] | None,
     if min_replicas > max_replicas:
         raise SpecError(f"{path}.minReplicas ({min_replicas}) must be <= maxReplicas ({max_replicas})")
     target = a.number("targetLoadPerReplica")
+    enabled, mode = a.boolean("enabled"), a.enum("mode")
+    # the CRD's CEL rule, repeated: a fleet at 0 pods has no load series, so KEDA could never wake it
+    if mode == "keda" and min_replicas < 1:
+        raise SpecError(f"{path}.minReplicas must be >= 1 in keda mode (got {min_replicas}): a fleet "
+                        "at 0 pods has no load series, which KEDA's trigger reads as an error")
     return AutoscalingSpec(
-        enabled=a.boolean("enabled"),
-        mode=a.enum("mode"),  # type: ignore[arg-type]
+        enabled=enabled,
+        mode=mode,  # type: ignore[arg-type]
         min_replicas=min_replicas,
         max_replicas=max_replicas,
         target_load_per_replica=target,
@@ -107,7 +132,21 @@ def parse_autoscaling(autoscaling: Mapping[str, Any] | None,
         max_missing_fraction=a.number("maxMissingFraction"),
         scale_up=_parse_rules(a.child("scaleUp"), DEFAULT_SCALE_UP),
         scale_down=_parse_rules(a.child("scaleDown"), DEFAULT_SCALE_DOWN),
+        keda=_parse_keda(a.child("keda"), prometheus_address) if enabled and mode == "keda" else KedaSpec(),
     )
+
+
+def _parse_keda(keda: Fields, default_address: str | None) -> KedaSpec:
+    """keda mode's trigger settings: the fleet's own, else the operator's; an address is required."""
+    address = keda.string("prometheusAddress") or default_address
+    if not address:
+        raise SpecError(f"keda mode needs a Prometheus address for its trigger: set "
+                        f"{keda.path}.prometheusAddress, or the operator's SCORING_FLEET_PROMETHEUS_ADDRESS "
+                        f"(the chart's keda.prometheusAddress)")
+    url = urlsplit(address)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise SpecError(f"{keda.path}.prometheusAddress must be an http(s) URL, got {address!r}")
+    return KedaSpec(prometheus_address=address, authentication_ref=keda.string("authenticationRef") or None)
 
 
 def is_native(spec: Mapping[str, Any] | None) -> bool:

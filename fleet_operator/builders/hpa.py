@@ -1,13 +1,14 @@
 """Pure: FleetSpec -> the autoscaling/v2 HPA of hpa mode, whose target is the ScoringFleet itself.
 
 The HPA reads the adapter-renamed series sglang_load (running + waiting per pod) and writes the
-fleet's scale subresource; its behavior is spec.autoscaling's scaleUp / scaleDown as given.
+fleet's scale subresource; its behavior is spec.autoscaling's scaleUp / scaleDown as given
+(hpa_behavior, which keda mode's ScaledObject carries too).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.autoscaling.spec import ScalingRules
+from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingRules
 from fleet_operator.names import API_VERSION, KIND, fleet_labels
 from fleet_operator.spec import FleetSpec
 
@@ -34,9 +35,14 @@ def build_hpa(fleet: FleetSpec) -> dict[str, Any]:
                          "target": {"type": "AverageValue",
                                     "averageValue": format_quantity(a.target_load_per_replica)}},
             }],
-            "behavior": {"scaleUp": _hpa_rules(a.scale_up), "scaleDown": _hpa_rules(a.scale_down)},
+            "behavior": hpa_behavior(a),
         },
     }
+
+
+def hpa_behavior(autoscaling: AutoscalingSpec) -> dict[str, Any]:
+    """The autoscaling/v2 HPA `behavior` of spec.autoscaling's scaleUp / scaleDown (hpa and keda mode)."""
+    return {"scaleUp": _hpa_rules(autoscaling.scale_up), "scaleDown": _hpa_rules(autoscaling.scale_down)}
 
 
 def _hpa_rules(rules: ScalingRules) -> dict[str, Any]:

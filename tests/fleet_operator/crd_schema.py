@@ -1,8 +1,8 @@
 """Test helper: the CRD's structural openAPIV3Schema as a JSON-schema validator, plus its CEL rule.
 
 No API server validates custom resources here (the emulator does not), so the tests do: the
-Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the one
-CEL rule (minReplicas <= maxReplicas) is checked by hand.
+Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the
+CEL rules (minReplicas <= maxReplicas; keda mode needs minReplicas >= 1) are checked by hand.
 """
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "crds" / "scoringfleet.yaml"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+# The messages of spec.autoscaling's CEL rules, in the CRD's order (test_crd ties them to the CRD).
+CEL_MESSAGES = ("autoscaling.minReplicas must be <= autoscaling.maxReplicas",
+                "keda mode needs autoscaling.minReplicas >= 1 (a fleet at 0 pods has no load series to wake it)")
 
 
 def load_crd() -> dict[str, Any]:
@@ -57,5 +60,7 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     autoscaling = (obj.get("spec") or {}).get("autoscaling") or {}
     low, high = autoscaling.get("minReplicas", 1), autoscaling.get("maxReplicas", 8)
     if isinstance(low, int) and isinstance(high, int) and low > high:
-        errors.append("spec.autoscaling: autoscaling.minReplicas must be <= autoscaling.maxReplicas")
+        errors.append(f"spec.autoscaling: {CEL_MESSAGES[0]}")
+    if autoscaling.get("mode", "native") == "keda" and isinstance(low, int) and low < 1:
+        errors.append(f"spec.autoscaling: {CEL_MESSAGES[1]}")
     return errors

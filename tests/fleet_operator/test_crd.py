@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from fleet_operator.spec import parse_fleet
-from tests.fleet_operator.crd_schema import EXAMPLES, load_crd, load_yaml, schema_errors
+from tests.fleet_operator.crd_schema import CEL_MESSAGES, EXAMPLES, load_crd, load_yaml, schema_errors
 
 
 def test_crd_names_scope_and_subresources():
@@ -35,11 +35,14 @@ def test_crd_printer_columns():
     }
 
 
-def test_crd_carries_the_cel_rule_for_min_and_max():
+def test_crd_carries_the_cel_rules_the_tests_check_by_hand():
+    # crd_schema.schema_errors repeats each rule in Python (no CEL here): the two must stay in step.
     [version] = load_crd()["spec"]["versions"]
     autoscaling = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["autoscaling"]
-    [rule] = autoscaling["x-kubernetes-validations"]
-    assert "self.minReplicas <= self.maxReplicas" in rule["rule"]
+    rules = {r["message"]: r["rule"] for r in autoscaling["x-kubernetes-validations"]}
+    assert set(rules) == set(CEL_MESSAGES)
+    assert "self.minReplicas <= self.maxReplicas" in rules[CEL_MESSAGES[0]]
+    assert "self.mode != 'keda' || " in rules[CEL_MESSAGES[1]] and "self.minReplicas >= 1" in rules[CEL_MESSAGES[1]]
 
 
 def test_there_are_three_examples():
@@ -86,17 +89,22 @@ def _with(path: str, value):
     ("spec.replicas", "3", "is not of type 'integer'"),
     ("spec.resources.gpus", -1, "less than the minimum"),
     ("spec.server.port", 70000, "greater than the maximum"),
-    ("spec.autoscaling.mode", "keda", "is not one of"),
+    ("spec.autoscaling.mode", "prometheus-adapter", "is not one of"),
     ("spec.autoscaling.targetLoadPerReplica", 0, "less than or equal to the minimum"),
     ("spec.autoscaling.maxMissingFraction", 1.5, "greater than the maximum"),
     ("spec.autoscaling.scaleUp.selectPolicy", "Avg", "is not one of"),
     ("spec.autoscaling.scaleDown.policies", [], "non-empty"),
     ("spec.autoscaling.minReplicas", 9, "must be <= autoscaling.maxReplicas"),
+    ("spec.autoscaling", {"mode": "keda", "minReplicas": 0}, "keda mode needs autoscaling.minReplicas >= 1"),
+    ("spec.autoscaling.keda", {"prometheusAddress": "prometheus:9090"}, "does not match"),
+    ("spec.autoscaling.keda", {"authenticationRef": ""}, "non-empty"),
+    ("spec.autoscaling.keda", {"serverAddress": "http://p:9090"}, "Additional properties"),
     ("spec.model.source", "", "non-empty"),
     ("spec.unknownField", 1, "Additional properties"),
 ], ids=["dtype-enum", "replicas-min", "replicas-type", "gpus-min", "port-max", "mode-enum",
         "target-exclusive-min", "missing-fraction-max", "select-policy-enum", "policies-min-items",
-        "cel-min-le-max", "source-empty", "unknown-field"])
+        "cel-min-le-max", "cel-keda-min", "keda-address-pattern", "keda-auth-empty", "keda-unknown-field",
+        "source-empty", "unknown-field"])
 def test_schema_rejects(path, value, expected):
     errors = schema_errors(_with(path, value))
     assert any(expected in e for e in errors), errors

@@ -1,6 +1,8 @@
 """drift.py: which live fields differ from the built child, and the merge patch that reverts them."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL, covers, drift_patch
@@ -68,3 +70,23 @@ def test_optional_field_absent_on_both_sides_is_not_drift():
         "extra-list-item", "order-matters"])
 def test_covers(desired, actual, path, same):
     assert covers(desired, actual, path) is same
+
+
+def test_what_keda_writes_on_the_scaled_object_is_not_drift():
+    from fleet_operator.builders import build_scaled_object, scaled_object_params
+    from fleet_operator.spec import parse_fleet
+    fleet = parse_fleet("x", "ns", {"model": {"source": "m"}, "image": "i", "autoscaling": {
+        "enabled": True, "mode": "keda", "keda": {"prometheusAddress": "http://p:9090"}}})
+    desired = build_scaled_object(scaled_object_params(fleet))
+    desired["metadata"]["ownerReferences"] = [{"kind": "ScoringFleet", "name": "x", "uid": "u"}]
+    actual = copy.deepcopy(desired)
+    # KEDA's controller: a finalizer, its label, annotations, the status; the API server's fields.
+    actual["metadata"].update(finalizers=["finalizer.keda.sh"], resourceVersion="9", generation=1,
+                              annotations={"scaledobject.keda.sh/paused": "false"})
+    actual["metadata"]["labels"]["scaledobject.keda.sh/name"] = "x"
+    actual["status"] = {"scaleTargetKind": "scoring.fleet.dev/v1alpha1.ScoringFleet",
+                        "hpaName": "keda-hpa-x", "conditions": [{"type": "Ready", "status": "True"}]}
+    actual["spec"]["triggers"][0]["useCachedMetrics"] = False
+    assert drift_patch(desired, actual) is None
+    actual["spec"]["maxReplicaCount"] = 50  # a hand edit of a managed field is drift
+    assert drift_patch(desired, actual) == {"spec": {"maxReplicaCount": 8}}

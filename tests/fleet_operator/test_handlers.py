@@ -89,6 +89,19 @@ def test_resync_interval_must_be_positive():
         OperatorConfig(resync_interval_s=0)
 
 
+@pytest.mark.parametrize("environ,address", [
+    ({}, None), ({"SCORING_FLEET_PROMETHEUS_ADDRESS": ""}, None),
+    ({"SCORING_FLEET_PROMETHEUS_ADDRESS": "http://prometheus.monitoring:9090"}, "http://prometheus.monitoring:9090"),
+], ids=["unset", "empty", "set"])
+def test_prometheus_address_from_env(environ, address):
+    assert OperatorConfig.from_env(environ).prometheus_address == address
+
+
+def test_prometheus_address_must_be_an_http_url():
+    with pytest.raises(ValueError, match="SCORING_FLEET_PROMETHEUS_ADDRESS must be an http"):
+        OperatorConfig.from_env({"SCORING_FLEET_PROMETHEUS_ADDRESS": "prometheus:9090"})
+
+
 @pytest.mark.parametrize("args,path", [
     (("v1", "Service", "ns", "x"), "/api/v1/namespaces/ns/services/x"),
     (("apps/v1", "Deployment", "ns"), "/apis/apps/v1/namespaces/ns/deployments"),

@@ -12,6 +12,7 @@ from tests.fleet_operator.crd_schema import ROOT
 IO_LIBRARIES = {"kubernetes", "kopf", "aiohttp", "httpx", "urllib3", "requests"}
 PURE = ["names", "clock", "quantity", "crd", "fields", "spec", "drift", "status", "context",
         "builders", "builders.deployment", "builders.service", "builders.pdb", "builders.hpa",
+        "builders.scaled_object",
         "autoscaling.spec", "autoscaling.values", "autoscaling.history", "autoscaling.replicas",
         "autoscaling.behavior", "autoscaling.decide"]
 

@@ -19,6 +19,7 @@ from fleet_operator.status import (
     fleet_status,
     owned_fields,
     ready_condition,
+    scaled_object_condition,
     set_condition,
     status_patch,
 )
@@ -195,3 +196,42 @@ def test_the_autoscaler_writes_only_its_own_fields_and_conditions():
 def test_a_writer_touching_the_others_status_is_refused(writer, new, native):
     with pytest.raises(OwnershipError):
         status_patch(writer, FULL_BEFORE, {**FULL_BEFORE, **new}, native)
+
+
+def scaled_object(*conditions):
+    return {"kind": "ScaledObject", "status": {"conditions": list(conditions)}}
+
+
+@pytest.mark.parametrize("live, installed, expected", [
+    (None, False, ("False", "KedaNotInstalled", "keda mode needs KEDA")),
+    (None, True, ("False", "ScaledObjectMissing", "does not exist yet")),
+    ({"kind": "ScaledObject"}, True, ("Unknown", "ScaledObjectPending", "KEDA has not reported")),
+    (scaled_object({"type": "Ready", "status": "Unknown"}), True, ("Unknown", "ScaledObjectPending", "")),
+    (scaled_object({"type": "Ready", "status": "True", "reason": "ScaledObjectReady",
+                    "message": "ScaledObject is defined correctly and is ready for scaling"}), True,
+     ("True", "ScaledObjectReady", "KEDA: ScaledObject is defined correctly")),
+    (scaled_object({"type": "Ready", "status": "False", "reason": "ScaledObjectCheckFailed",
+                    "message": "no scale subresource"}), True,
+     ("False", "ScaledObjectCheckFailed", "KEDA: no scale subresource")),
+    (scaled_object({"type": "Ready", "status": "False"}), True, ("False", "ScaledObjectNotReady", "KEDA:")),
+    (scaled_object({"type": "Ready", "status": "True", "reason": "ScaledObjectReady"},
+                   {"type": "Fallback", "status": "True", "message": "At least one trigger is falling back"}),
+     True, ("True", "ScaledObjectReady", "; fallback active: At least one trigger is falling back")),
+], ids=["not-installed", "missing", "no-status", "ready-unknown", "ready", "not-ready-with-keda-reason",
+        "not-ready-no-reason", "fallback-active"])
+def test_scaled_object_condition_passes_kedas_ready_through(live, installed, expected):
+    status, reason, message = scaled_object_condition(live, installed)
+    assert (status, reason) == expected[:2]
+    assert expected[2] in message
+
+
+def test_scaled_object_ready_is_set_in_keda_mode_and_dropped_outside_it():
+    keda = fleet_status(None, name="qwen", generation=1, deployment=None, spec_error=None, now=T0,
+                        scaled_object=("True", "ScaledObjectReady", "KEDA: ready"))
+    assert [c["type"] for c in keda["conditions"]] == ["SpecValid", "Ready", "ScaledObjectReady"]
+    assert status_patch("reconciler", None, keda, native=False)  # the reconciler's own condition
+    native = fleet_status(keda, name="qwen", generation=2, deployment=None, spec_error=None, now=T1)
+    assert [c["type"] for c in native["conditions"]] == ["SpecValid", "Ready"]
+    # An invalid spec leaves the ScaledObject running, and what was said of it stays.
+    invalid = fleet_status(keda, name="qwen", generation=2, deployment=None, spec_error="bad", now=T1)
+    assert invalid["conditions"][2] == keda["conditions"][2]

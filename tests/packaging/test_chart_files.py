@@ -52,9 +52,10 @@ def _with(values: dict, path: str, value) -> dict:
         ("operator.livenessPort", 80),          # privileged port: the operator is non-root
         ("replicaCount", 2),                     # kopf standalone: one operator, no such knob
         ("monitoring.podMonitor.interval", "often"),
+        ("keda.prometheusAddress", "prometheus:9090"),
     ],
     ids=["log-level", "pull-policy", "namespace-name", "namespace-twice", "keep-not-bool",
-         "privileged-port", "unknown-key", "interval-format"],
+         "privileged-port", "unknown-key", "interval-format", "keda-address-not-a-url"],
 )
 def test_schema_rejects(values, validator, path, value):
     assert list(validator.iter_errors(_with(values, path, value))) != []

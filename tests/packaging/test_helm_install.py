@@ -83,6 +83,15 @@ def test_watched_namespaces_become_operator_flags(render):
         "--namespace=team-a", "--namespace=team-b"]
 
 
+@pytest.mark.parametrize("address", ["", "http://prometheus-operated.monitoring.svc:9090"],
+                         ids=["unset", "set"])
+def test_keda_prometheus_address_reaches_the_operators_environment(render, address):
+    (deployment,) = by_kind(render({"keda": {"prometheusAddress": address}}), "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    assert env.get("SCORING_FLEET_PROMETHEUS_ADDRESS") == (address or None)
+
+
 MONITORS_ON = {"monitoring": {"podMonitor": {"enabled": True},
                               "serviceMonitor": {"enabled": True}}}
 

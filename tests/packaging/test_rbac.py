@@ -24,6 +24,7 @@ NAMESPACED_GRANTS = {
     ("", "services"): CREATE_GET_PATCH,
     ("policy", "poddisruptionbudgets"): CREATE_GET_PATCH,
     ("autoscaling", "horizontalpodautoscalers"): CREATE_GET_PATCH | {"delete"},  # leaving hpa mode
+    ("keda.sh", "scaledobjects"): CREATE_GET_PATCH | {"delete"},  # keda mode; leaving it
     ("", "pods"): frozenset({"list"}),  # listed by label and scraped, never changed
     ("", "events"): frozenset({"create"}),
 }

@@ -21,7 +21,8 @@ VALUE_SETS = {
                       "imagePullSecrets": [{"name": "regcred"}], "additionalLabels": {"team": "ml"},
                       "nodeSelector": {"kubernetes.io/os": "linux"},
                       "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                      "serviceAccount": {"annotations": {"example.com/role": "operator"}}},
+                      "serviceAccount": {"annotations": {"example.com/role": "operator"}},
+                      "keda": {"prometheusAddress": "http://prometheus-operated.monitoring.svc:9090"}},
     "no-crd-no-rbac": {"crds": {"install": False}, "rbac": {"create": False}},
 }
 

@@ -1,7 +1,8 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
 operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
-drift, delete) and map each request it sent to (API group, resource, verb). Every call must be
-granted, and every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
+keda mode with KEDA's CRD installed, re-specified and left, drift, delete) and map each request it
+sent to (API group, resource, verb). Every call must be granted, and every grant must be used or
+named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import time
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
 from tests.packaging.test_rbac import CLUSTER_GRANTS, GRANTED_FOR_PATHS_NOT_RUN, NAMESPACED_GRANTS
@@ -17,6 +19,7 @@ from tests.reliability.support import IDLE, MetricsPod, converged, fleet_doc
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 # Requests the test itself sends (kubectl, kube_api's urllib); the rest are the operator's.
 TEST_CLIENTS = re.compile(r"^(kubectl|Python-urllib)")
+KEDA_CRD = ROOT / "tests" / "vendor" / "keda" / "keda.sh_scaledobjects.yaml"
 
 
 def grant_of(method: str, path_qs: str) -> tuple[str, str, str] | None:
@@ -63,6 +66,7 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
     port = free_port([pod_ip(0)])
     pod = MetricsPod(pod_ip(0), port, IDLE)
     pod.thread.start()
+    kube_api.apply_file(KEDA_CRD)
     try:
         native = fleet_doc("native", replicas=2)
         native["spec"].update(server={"port": port}, autoscaling={
@@ -73,6 +77,10 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         hpa = fleet_doc("hpa", replicas=1)
         hpa["spec"]["autoscaling"] = {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 3}
         cluster.apply(hpa)
+        keda = fleet_doc("keda", replicas=1)
+        keda["spec"]["autoscaling"] = {"enabled": True, "mode": "keda", "minReplicas": 1, "maxReplicas": 3,
+                                       "keda": {"prometheusAddress": "http://prometheus.monitoring:9090"}}
+        cluster.apply(keda)
         # native: one idle pod of two -> scaled to 1 through the scale subresource, with an Event.
         wait_for(lambda: (cluster.deployment("native") or {}).get("spec", {}).get("replicas") == 1,
                  "the native fleet scaled down to its one idle pod", timeout_s=15)
@@ -80,6 +88,12 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         cluster.patch_fleet("hpa", {"spec": {"autoscaling": {"enabled": False}}})  # HPA deleted
         wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "hpa") is None,
                  "the HPA gone")
+        wait_for(lambda: cluster.get("keda.sh/v1alpha1", "ScaledObject", "keda"), "the ScaledObject")
+        cluster.patch_fleet("keda", {"spec": {"autoscaling": {"maxReplicas": 4}}})  # ScaledObject patched
+        wait_for(lambda: cluster.get("keda.sh/v1alpha1", "ScaledObject", "keda")["spec"]["maxReplicaCount"] == 4,
+                 "the ScaledObject re-specified")
+        cluster.patch_fleet("keda", {"spec": {"autoscaling": {"mode": "native"}}})  # ScaledObject deleted
+        wait_for(lambda: cluster.get("keda.sh/v1alpha1", "ScaledObject", "keda") is None, "the ScaledObject gone")
         cluster.kubectl("scale", "deployment", "hpa", "--replicas=5")  # drift, reverted
         wait_for(lambda: converged(cluster, "hpa", 1), "the drift reverted")
         cluster.kubectl("delete", "sf", "native", "--wait=false")  # finalizer released

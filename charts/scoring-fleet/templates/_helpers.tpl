@@ -101,6 +101,12 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["create", "get", "patch", "delete"]
+# keda mode: the fleet's KEDA ScaledObject (KEDA makes the HPA from it), created, read (its Ready
+# condition), merge-patched back on drift, and deleted when a fleet leaves keda mode (every other
+# fleet's reconcile asks; without KEDA installed the answer is a 404).
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["create", "get", "patch", "delete"]
 # Pods are only listed (by the fleet label): the autoscaler scrapes each pod's /metrics at its podIP.
 - apiGroups: [""]
   resources: ["pods"]

@@ -7,6 +7,7 @@ from fleet_operator.autoscaling.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     AutoscalingSpec,
+    KedaSpec,
     ScalingPolicy,
     ScalingRules,
     is_native,
@@ -16,6 +17,7 @@ from fleet_operator.spec import SpecError, parse_fleet
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}
 IMAGE = "registry.example/scoring-fleet:1"
+PROM = "http://prometheus.monitoring.svc:9090"
 
 
 def parse(spec, name="qwen", default_image=None):
@@ -65,8 +67,52 @@ def test_parse_autoscaling_names_the_given_path_in_errors():
     ({"autoscaling": {"enabled": True}}, True),  # mode defaults to native
     ({"autoscaling": {"enabled": True, "mode": "native"}}, True),
     ({"autoscaling": {"enabled": True, "mode": "hpa"}}, False),
+    ({"autoscaling": {"enabled": True, "mode": "keda", "keda": {"prometheusAddress": PROM}}}, False),
+    ({"autoscaling": {"enabled": True, "mode": "keda"}}, False),  # no address: invalid, not native
     ({"autoscaling": {"enabled": "true"}}, False),  # not a boolean: the reconciler rejects it
     ({"autoscaling": []}, False),
-], ids=["no-autoscaling", "disabled", "default-mode", "native", "hpa", "string-true", "not-an-object"])
+], ids=["no-autoscaling", "disabled", "default-mode", "native", "hpa", "keda", "keda-no-address",
+        "string-true", "not-an-object"])
 def test_is_native(spec, native):
     assert is_native(spec) is native
+
+
+def keda(fields=None, default_address=None, **autoscaling):
+    mapping = {"enabled": True, "mode": "keda", **autoscaling}
+    if fields is not None:
+        mapping["keda"] = fields
+    return parse_fleet("qwen", "team-a", {"model": MODEL, "image": IMAGE, "autoscaling": mapping},
+                       default_prometheus_address=default_address).autoscaling
+
+
+@pytest.mark.parametrize("fields, default_address, expected", [
+    (None, PROM, KedaSpec(PROM)),
+    ({"prometheusAddress": "https://thanos.example:10902"}, PROM, KedaSpec("https://thanos.example:10902")),
+    ({"prometheusAddress": PROM}, None, KedaSpec(PROM)),
+    ({"authenticationRef": "prom-creds"}, PROM, KedaSpec(PROM, "prom-creds")),
+], ids=["operator-default", "fleet-overrides", "fleet-only", "authentication-ref"])
+def test_keda_trigger_settings_are_the_fleets_else_the_operators(fields, default_address, expected):
+    a = keda(fields, default_address)
+    assert a.keda == expected
+    assert (a.is_keda, a.is_native, a.is_hpa) == (True, False, False)
+
+
+@pytest.mark.parametrize("fields, default_address, autoscaling, message", [
+    (None, None, {}, r"keda mode needs a Prometheus address for its trigger: set "
+                     r"spec\.autoscaling\.keda\.prometheusAddress, or the operator's "
+                     r"SCORING_FLEET_PROMETHEUS_ADDRESS"),
+    ({"prometheusAddress": "prometheus:9090"}, None, {},
+     r"spec\.autoscaling\.keda\.prometheusAddress must be an http\(s\) URL, got 'prometheus:9090'"),
+    ({"prometheusAddress": 9090}, PROM, {}, r"prometheusAddress must be a string"),
+    (None, PROM, {"minReplicas": 0}, r"spec\.autoscaling\.minReplicas must be >= 1"),
+], ids=["no-address-anywhere", "not-a-url", "not-a-string", "min-zero"])
+def test_keda_spec_errors(fields, default_address, autoscaling, message):
+    with pytest.raises(SpecError, match=message):
+        keda(fields, default_address, **autoscaling)
+
+
+def test_keda_settings_are_read_only_in_keda_mode():
+    # Off, or another mode: no address needed, and a stale keda block changes nothing.
+    off = keda(None, None, enabled=False)
+    assert off.keda == KedaSpec() and not off.is_keda
+    assert keda({"prometheusAddress": PROM}, None, mode="hpa").keda == KedaSpec()

@@ -1,4 +1,4 @@
-"""fleet_operator/keda.py: the ScaledObject builder, validated against KEDA's published CRD schema
+"""fleet_operator/builders/scaled_object.py: the ScaledObject builder, validated against KEDA's published CRD schema
 (tests/vendor/keda, v2.20.2) and, for the HPA behavior it carries, the Kubernetes schema."""
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from fleet_operator import keda
-from fleet_operator.keda import ScaledObjectParams, build_scaled_object
+from fleet_operator.builders import build_children, build_hpa, scaled_object as keda, wants_scaled_object
+from fleet_operator.builders.hpa import hpa_behavior
+from fleet_operator.builders.scaled_object import ScaledObjectParams, build_scaled_object, scaled_object_params
+from fleet_operator.names import fleet_labels
+from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.crd_schema import to_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,10 +147,66 @@ def test_format_threshold(value, text):
     assert keda.format_threshold(value) == text
 
 
-def test_builder_module_imports_no_client_library_nor_other_operator_modules():
+def test_builder_module_imports_no_client_library_only_pure_operator_modules():
     tree = ast.parse(Path(keda.__file__).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+    imported = {alias.name for node in ast.walk(tree)
                 if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+    imported |= {node.module for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported.isdisjoint({"kopf", "kubernetes", "aiohttp", "httpx", "fleet_operator"})
+    assert {m.split(".")[0] for m in imported}.isdisjoint({"kopf", "kubernetes", "aiohttp", "httpx"})
+    assert {m for m in imported if m.startswith("fleet_operator")} == {
+        "fleet_operator.builders.hpa", "fleet_operator.names", "fleet_operator.spec"}
+
+
+# --- from a FleetSpec: what build_children renders in keda mode ---
+
+def keda_fleet(**autoscaling):
+    spec = {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": "registry.example/scorer:1",
+            "autoscaling": {"enabled": True, "mode": "keda", **autoscaling}}
+    return parse_fleet("qwen-scorer", "team-a", spec, default_prometheus_address=PROMETHEUS)
+
+
+def test_a_keda_fleet_renders_a_valid_scaled_object_on_its_own_scale_subresource(crd_validator):
+    fleet = keda_fleet(minReplicas=2, maxReplicas=6, targetLoadPerReplica=12.5,
+                       keda={"authenticationRef": "prom-creds"})
+    obj = build_scaled_object(scaled_object_params(fleet))
+    assert _errors(crd_validator, obj) == []
+    spec = obj["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "scoring.fleet.dev/v1alpha1",
+                                      "kind": "ScoringFleet", "name": "qwen-scorer"}
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 6)
+    assert spec["fallback"]["replicas"] == 2
+    (trigger,) = spec["triggers"]
+    assert trigger["metadata"]["serverAddress"] == PROMETHEUS
+    assert trigger["metadata"]["threshold"] == "12.5"
+    assert trigger["authenticationRef"]["name"] == "prom-creds"
+    assert obj["metadata"]["labels"] == fleet_labels("qwen-scorer")
+
+
+def test_hpa_and_keda_render_behavior_from_one_function():
+    rules = {"scaleUp": {"stabilizationWindowSeconds": 30,
+                         "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}]},
+             "scaleDown": {"selectPolicy": "Disabled"}}
+    fleet = keda_fleet(**rules)
+    behavior = build_scaled_object(scaled_object_params(fleet))["spec"]["advanced"][
+        "horizontalPodAutoscalerConfig"]["behavior"]
+    hpa = build_hpa(fleet)
+    assert behavior == hpa["spec"]["behavior"] == hpa_behavior(fleet.autoscaling)
+    assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 2, "periodSeconds": 60}]
+    assert behavior["scaleDown"]["selectPolicy"] == "Disabled"
+    kubernetes_validate.validate(hpa, "1.30.0", strict=True)
+
+
+@pytest.mark.parametrize("autoscaling, kinds", [
+    ({"enabled": True, "mode": "keda"}, ["Deployment", "Service", "PodDisruptionBudget", "ScaledObject"]),
+    ({"enabled": True, "mode": "hpa"},
+     ["Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"]),
+    ({"enabled": True, "mode": "native"}, ["Deployment", "Service", "PodDisruptionBudget"]),
+    ({"enabled": False, "mode": "keda"}, ["Deployment", "Service", "PodDisruptionBudget"]),
+], ids=["keda", "hpa", "native", "keda-disabled"])
+def test_build_children_has_one_owner_of_replicas_per_mode(autoscaling, kinds):
+    spec = {"model": {"source": "m"}, "image": "i", "autoscaling": autoscaling}
+    fleet = parse_fleet("qwen-scorer", "team-a", spec, default_prometheus_address=PROMETHEUS)
+    assert [c["kind"] for c in build_children(fleet)] == kinds
+    assert wants_scaled_object(fleet) is (kinds[-1] == "ScaledObject")
+    assert fleet.autoscaling.is_native is (autoscaling == {"enabled": True, "mode": "native"})

@@ -1,4 +1,4 @@
-"""Pure: the KEDA ScaledObject of a keda-mode fleet, from plain values (no API calls, no spec parsing).
+"""Pure: FleetSpec -> the KEDA ScaledObject of keda mode, through ScaledObjectParams (plain values).
 
 The ScaledObject scales the ScoringFleet itself through its scale subresource. Its one trigger reads
 the fleet's `scoringfleet:load:sum` from Prometheus (the chart's recording rules, absent while any pod
@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from fleet_operator.builders.hpa import hpa_behavior
+from fleet_operator.names import API_VERSION as FLEET_API_VERSION, KIND as FLEET_KIND, fleet_labels
+from fleet_operator.spec import FleetSpec
+
 API_VERSION = "keda.sh/v1alpha1"
 KIND = "ScaledObject"
-FLEET_API_VERSION = "scoring.fleet.dev/v1alpha1"
-FLEET_KIND = "ScoringFleet"
 LOAD_METRIC = "scoringfleet:load:sum"  # charts/scoring-fleet/files/prometheus-rules.yaml
 TRIGGER_NAME = "fleet-load"
 # Hold the size the fleet has when reads fail (KEDA >= 2.17): `replicas` only if that is higher.
@@ -74,6 +76,20 @@ def _problem(p: ScaledObjectParams) -> str | None:
     if p.fallback_failures < 0:
         return f"fallback failures must be >= 0 (got {p.fallback_failures})"
     return None
+
+
+def scaled_object_params(fleet: FleetSpec) -> ScaledObjectParams:
+    """A keda-mode fleet's ScaledObject parameters: min/max/target, behavior, trigger settings, labels.
+
+    The parser has already required an http(s) address and minReplicas >= 1 in keda mode, so this
+    raises ValueError only on a FleetSpec built by hand.
+    """
+    a = fleet.autoscaling
+    return ScaledObjectParams(
+        name=fleet.name, namespace=fleet.namespace, min_replicas=a.min_replicas,
+        max_replicas=a.max_replicas, target_load_per_replica=a.target_load_per_replica,
+        prometheus_address=a.keda.prometheus_address or "", behavior=hpa_behavior(a),
+        authentication_ref=a.keda.authentication_ref, labels=fleet_labels(fleet.name))
 
 
 def load_query(namespace: str, name: str) -> str:
