@@ -31,6 +31,9 @@ PLURALS = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "Pod": "pods",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
     "Event": "events",
     names.KIND: names.PLURAL,
 }

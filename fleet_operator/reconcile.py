@@ -15,11 +15,11 @@ from typing import Any
 import kopf
 
 from fleet_operator import kube, names
-from fleet_operator.builders import build_children, wants_hpa
+from fleet_operator.builders import build_children, gateway_address, unwanted_children, wants_hpa
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
-from fleet_operator.status import fleet_status, status_patch
+from fleet_operator.status import fleet_status, gateway_status, status_patch
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
         actions = _apply_children(ctx, body, fleet)
-        _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas)
+        _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas,
+                      _gateway_status(ctx, fleet))
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
             kube.post_event(ctx.api, body, "Normal", "Reconciled", ", ".join(changed), now)
@@ -71,7 +72,11 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
     actions = {}
     for child in children:
         optional = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
-        actions[child["kind"]], _ = kube.apply(ctx.api, child, optional)
+        actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
+            kube.apply(ctx.api, child, optional)
+    for api_version, kind, child_name in unwanted_children(fleet):
+        if kube.delete(ctx.api, api_version, kind, fleet.namespace, child_name):
+            actions[_action_key(kind, child_name, fleet)] = "deleted"
     if not wants_hpa(fleet):
         if kube.delete(ctx.api, "autoscaling/v2", "HorizontalPodAutoscaler", fleet.namespace,
                        fleet.name):
@@ -79,8 +84,22 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
     return actions
 
 
+def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | None:
+    if not fleet.gateway.enabled:
+        return None
+    deployment = kube.get(ctx.api, "apps/v1", "Deployment", fleet.namespace,
+                          names.gateway_name(fleet.name))
+    return gateway_status(gateway_address(fleet), deployment)
+
+
+def _action_key(kind: str, child_name: str, fleet: FleetSpec) -> str:
+    """"Deployment" for the fleet's own children, "Deployment x-gateway" for the gateway's."""
+    return kind if child_name == fleet.name else f"{kind} {child_name}"
+
+
 def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str | None,
-                  now: datetime, native: bool, replicas: int | None = None) -> bool:
+                  now: datetime, native: bool, replicas: int | None = None,
+                  gateway: Mapping[str, Any] | None = None) -> bool:
     """Patch the reconciler's status fields that changed; True if the SpecValid condition changed.
 
     spec.replicas is the desired size unless the native autoscaler decides (and reports) it. An
@@ -95,7 +114,7 @@ def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str
         # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
         new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
                            deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired)
+                           desired_replicas=desired, gateway=gateway)
         return status_patch("reconciler", current, new, native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)

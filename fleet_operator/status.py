@@ -22,7 +22,7 @@ Writer = Literal["reconciler", "autoscaler"]
 # reconciler (spec.replicas); owned_fields() applies that. Both own their own conditions only.
 OWNED_FIELDS: dict[Writer, frozenset[str]] = {
     "reconciler": frozenset({"replicas", "readyReplicas", "selector", "observedGeneration",
-                             "desiredReplicas", "conditions"}),
+                             "desiredReplicas", "conditions", "gateway"}),
     "autoscaler": frozenset({"desiredReplicas", "running", "waiting", "lastDecision",
                              "autoscalerHistory", "lastScaleTime", "conditions"}),
 }
@@ -78,12 +78,14 @@ def ready_condition(desired: int | None, ready: int) -> tuple[str, str, str]:
 
 def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
                  deployment: Mapping[str, Any] | None, spec_error: str | None,
-                 now: datetime, desired_replicas: int | None = None) -> dict[str, Any]:
+                 now: datetime, desired_replicas: int | None = None,
+                 gateway: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The status fields the reconciler owns, merged over `current` (the fleet's status).
 
     deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
     message, or None when the spec is valid. desired_replicas is written when given (the reconciler
-    owns it unless native autoscaling is on). Fields other writers own (lastDecision, running,
+    owns it unless native autoscaling is on). gateway is status.gateway (gateway_status(); None
+    removes it). Fields other writers own (lastDecision, running,
     waiting, ...) are left as they are.
     """
     current = current or {}
@@ -105,11 +107,23 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
         "selector": selector_string(name),
         "conditions": conditions,
     }
+    if spec_error is None:  # an invalid spec leaves status.gateway as it was, as its children
+        status["gateway"] = gateway
     if generation is not None:
         status["observedGeneration"] = generation
     if desired_replicas is not None:
         status["desiredReplicas"] = desired_replicas
     return status
+
+
+def gateway_status(address: str | None,
+                   deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """status.gateway: the gateway Service's address and the gateway Deployment's ready pods;
+    None (the field removed) when the fleet has no gateway."""
+    if address is None:
+        return None
+    ready = int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
+    return {"address": address, "readyReplicas": ready}
 
 
 def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,

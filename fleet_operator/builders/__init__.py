@@ -1,7 +1,8 @@
 """Pure builders: FleetSpec -> the fleet's children as plain Kubernetes dicts, one module per kind.
 
 deployment.py, service.py, pdb.py, hpa.py each return a whole desired object; build_children() says
-which the fleet should have. A new kind (a gateway's Deployment and Service, a KEDA ScaledObject
+which the fleet should have (the gateway's five with spec.gateway.enabled, gateway.py and
+gateway_rbac.py), unwanted_children() which must go. A new kind (a gateway's Deployment and Service, a KEDA ScaledObject
 instead of the HPA) is one more module here and one more line below. No I/O.
 """
 from __future__ import annotations
@@ -9,13 +10,32 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.builders.deployment import build_deployment, server_args, termination_grace_s
+from fleet_operator.builders.gateway import (
+    build_gateway_deployment,
+    build_gateway_service,
+    gateway_address,
+)
+from fleet_operator.builders.gateway_rbac import (
+    RBAC_API,
+    build_gateway_role,
+    build_gateway_role_binding,
+    build_gateway_service_account,
+)
 from fleet_operator.builders.hpa import build_hpa, format_quantity
 from fleet_operator.builders.pdb import build_pdb
 from fleet_operator.builders.service import build_service
+from fleet_operator.names import gateway_name
 from fleet_operator.spec import FleetSpec
 
+# The gateway's children, in creation order (its pods need the ServiceAccount first).
+GATEWAY_BUILDERS = (build_gateway_service_account, build_gateway_role, build_gateway_role_binding,
+                    build_gateway_deployment, build_gateway_service)
+GATEWAY_KINDS = (("v1", "ServiceAccount"), (RBAC_API, "Role"), (RBAC_API, "RoleBinding"),
+                 ("apps/v1", "Deployment"), ("v1", "Service"))
+
 __all__ = ["build_children", "build_deployment", "build_hpa", "build_pdb", "build_service",
-           "format_quantity", "server_args", "termination_grace_s", "wants_hpa"]
+           "format_quantity", "gateway_address", "server_args", "termination_grace_s",
+           "unwanted_children", "wants_hpa"]
 
 
 def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
@@ -23,7 +43,16 @@ def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
     children = [build_deployment(fleet), build_service(fleet), build_pdb(fleet)]
     if wants_hpa(fleet):
         children.append(build_hpa(fleet))
+    if fleet.gateway.enabled:
+        children += [build(fleet) for build in GATEWAY_BUILDERS]
     return children
+
+
+def unwanted_children(fleet: FleetSpec) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of children the fleet must not have: the gateway's when disabled."""
+    if fleet.gateway.enabled:
+        return []
+    return [(api_version, kind, gateway_name(fleet.name)) for api_version, kind in GATEWAY_KINDS]
 
 
 def wants_hpa(fleet: FleetSpec) -> bool:
