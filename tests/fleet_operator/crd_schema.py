@@ -1,8 +1,9 @@
 """Test helper: the CRD's structural openAPIV3Schema as a JSON-schema validator, plus its CEL rule.
 
 No API server validates custom resources here (the emulator does not), so the tests do: the
-Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the one
-CEL rule (minReplicas <= maxReplicas) is checked by hand.
+Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the
+CEL rules (minReplicas <= maxReplicas; minReplicas 0 only with the gateway in native mode) are
+checked by hand.
 """
 from __future__ import annotations
 
@@ -58,4 +59,7 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     low, high = autoscaling.get("minReplicas", 1), autoscaling.get("maxReplicas", 8)
     if isinstance(low, int) and isinstance(high, int) and low > high:
         errors.append("spec.autoscaling: autoscaling.minReplicas must be <= autoscaling.maxReplicas")
+    gateway = (obj.get("spec") or {}).get("gateway") or {}
+    if low == 0 and not (gateway.get("enabled") is True and autoscaling.get("mode", "native") == "native"):
+        errors.append("spec: autoscaling.minReplicas 0 needs gateway.enabled and autoscaling.mode native")
     return errors
