@@ -17,6 +17,7 @@ from fleet_operator.status import (
     OwnershipError,
     autoscaler_status,
     fleet_status,
+    gateway_status,
     owned_fields,
     ready_condition,
     set_condition,
@@ -195,3 +196,22 @@ def test_the_autoscaler_writes_only_its_own_fields_and_conditions():
 def test_a_writer_touching_the_others_status_is_refused(writer, new, native):
     with pytest.raises(OwnershipError):
         status_patch(writer, FULL_BEFORE, {**FULL_BEFORE, **new}, native)
+
+
+def test_status_gateway_is_the_address_and_ready_pods_or_removed():
+    assert gateway_status(None, None) is None
+    assert gateway_status("http://q-gateway.ns.svc:30080", {"status": {"readyReplicas": 2}}) == \
+        {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 2}
+    assert gateway_status("http://q-gateway.ns.svc:30080", None)["readyReplicas"] == 0
+    before = {"gateway": {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 1}}
+    off = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error=None, now=T0)
+    assert status_patch("reconciler", before, off, native=True)["gateway"] is None  # merge-patch removal
+    # an invalid spec leaves it, as it leaves the running children
+    bad = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error="bad", now=T0)
+    assert "gateway" not in bad
+
+
+def test_only_the_reconciler_writes_status_gateway():
+    assert "gateway" in owned_fields("reconciler", True) and "gateway" not in owned_fields("autoscaler", True)
+    with pytest.raises(OwnershipError):
+        status_patch("autoscaler", {}, {"gateway": {"address": "x"}}, native=True)
