@@ -4,8 +4,8 @@ Pods' samples + current size + spec + history + now -> Decision, in HPA v2's ord
 calculator (replicas.py), then stabilization, rate limits and the min/max clamp (behavior.py). Two
 guards of our own run last: no scale-down while too many samples are missing (MetricsDegraded), no
 scale-up while pods are Pending (ScalingLimited). With the gateway, a fleet allowed to reach 0 is
-woken from it and guarded on the way down by the requests waiting there (zero.py). Each stage's value and reason land in the Decision,
-its message and its conditions. Scraping and applying are tick.py's.
+woken from it and guarded on the way down by the requests waiting there (zero.py). Each stage's
+value and reason land in the Decision, its message and its conditions. Scraping and applying are tick.py's.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
 operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
-the gateway enabled and disabled, drift, delete) and map each request it sent to (API group, resource, verb). Every call must be
-granted, and every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
+the gateway enabled and disabled, drift, delete) and map each request it sent to (API group,
+resource, verb). Every call must be granted, and every grant must be used or named in
+GRANTED_FOR_PATHS_NOT_RUN with its reason.
 """
 from __future__ import annotations
 

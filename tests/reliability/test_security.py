@@ -1,7 +1,7 @@
 """Every pod the project ships meets the "restricted" Pod Security Standard, checked rule by rule by
 one table (tests/reliability/pss.py): the fleet's Deployment and its gateway's built from each
-examples/*.yaml, and the chart's operator Deployment. The checker itself is tested first: a compliant pod passes, and each
-rule catches its own counterexample (and only that rule fails).
+examples/*.yaml, and the chart's operator Deployment. The checker itself is tested first: a
+compliant pod passes, and each rule catches its own counterexample (and only that rule fails).
 
 tests/fleet_operator/test_builders.py and tests/packaging/test_helm_install.py pin the exact fields;
 this is the standard's view of the same objects.
