@@ -13,8 +13,8 @@ from fleet_operator.autoscaling.tick import autoscale_fleet
 from fleet_operator.context import OperatorContext
 from fleet_operator.names import gateway_selector_labels
 from fleet_operator.reconcile import reconcile_fleet
-from tests.fleet_operator.autoscaling.test_tick import NAME, T0, fleet_doc
-from tests.fleet_operator.crd_schema import CRD_PATH
+from tests.fleet_operator.autoscaling.test_tick import NAME, T0
+from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.reliability.support import MetricsPod
 
@@ -66,8 +66,10 @@ ZERO = {"enabled": True, "mode": "native", "minReplicas": 0, "maxReplicas": 3,
 def test_a_tick_wakes_a_fleet_at_zero_from_its_gateway(kube_api, body, replicas, reason):
     api = kube_api.client()
     port = free_port([pod_ip(0)])
-    doc = fleet_doc(port, 0, ZERO)
-    doc["spec"]["gateway"] = {"enabled": True, "port": port}
+    doc = load_yaml(ROOT / "examples" / "minimal.yaml")
+    doc["spec"].update(replicas=0, autoscaling=ZERO, server={"port": port},
+                       gateway={"enabled": True, "port": port})
+    assert schema_errors(doc) == []
     kube_api.apply_file(CRD_PATH)
     kube_api.create(doc)
     reconcile_fleet(OperatorContext(api, clock=lambda: T0), "default", NAME)
