@@ -106,8 +106,9 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
     serving = [p for p in pods if _is_serving(p)]
+    # the gateway's demand decides only for a fleet that may go to 0 (minReplicas 0 needs it)
     gateway_pods = kube.list_pods(ctx.api, namespace, names.gateway_selector_string(name)) \
-        if fleet.gateway.enabled else None
+        if fleet.autoscaling.min_replicas == 0 else None
     results, gateway = asyncio.run(_scrape(serving, gateway_pods, fleet, ctx))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
     history = history_from_status((body.get("status") or {}).get("autoscalerHistory"))
