@@ -55,7 +55,8 @@ def reconcile(name: str, namespace: str, uid: str, memo: kopf.Memo, retry: int,
 
 def child_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
                   logger: logging.Logger, **_: Any) -> None:
-    """A fleet's Deployment changed (by anyone): re-apply, which reverts drift in managed fields."""
+    """A fleet's (or its gateway's) Deployment changed (by anyone): re-apply, which reverts drift in
+    managed fields and carries the gateway's ready pods to status.gateway."""
     owner = owner_fleet(body)
     if type is None or owner is None:  # None: the initial listing, which resume already covers
         return
@@ -100,6 +101,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                when=is_natively_autoscaled)(autoscale)
     kopf.on.event(*DEPLOYMENTS, registry=registry,
                   labels={names.FLEET_LABEL: kopf.PRESENT})(child_changed)
+    # the gateway's Deployment carries the gateway label instead (its pods are not scoring pods)
+    kopf.on.event(*DEPLOYMENTS, registry=registry, id="gateway_changed",
+                  labels={names.GATEWAY_LABEL: kopf.PRESENT})(child_changed)
 
 
 @contextlib.contextmanager

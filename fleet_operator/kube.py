@@ -32,6 +32,9 @@ PLURALS = {
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "ScaledObject": "scaledobjects",  # keda.sh/v1alpha1
     "Pod": "pods",
+    "ServiceAccount": "serviceaccounts",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
     "Event": "events",
     names.KIND: names.PLURAL,
 }
@@ -215,8 +218,14 @@ def _precondition(patch: dict[str, Any], resource_version: str | None) -> dict[s
 def list_fleet_pods(api: kubernetes.client.ApiClient, namespace: str,
                     name: str) -> list[dict[str, Any]]:
     """The fleet's Pods (by the fleet label), in any phase."""
+    return list_pods(api, namespace, names.selector_string(name))
+
+
+def list_pods(api: kubernetes.client.ApiClient, namespace: str,
+              label_selector: str) -> list[dict[str, Any]]:
+    """The namespace's Pods matching `label_selector`, in any phase."""
     answer = request(api, "GET", object_path("v1", "Pod", namespace),
-                     query={"labelSelector": names.selector_string(name)})
+                     query={"labelSelector": label_selector})
     return list(answer.get("items") or [])
 
 

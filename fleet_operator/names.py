@@ -38,3 +38,36 @@ def fleet_labels(name: str) -> dict[str, str]:
         "app.kubernetes.io/part-of": "scoring-fleet",
         "app.kubernetes.io/managed-by": COMPONENT,
     }
+
+
+# The gateway's children are not scoring pods: they carry GATEWAY_LABEL, never FLEET_LABEL, so
+# neither the fleet's selectors nor the Prometheus monitors and rules (which read every pod with
+# FLEET_LABEL as a scoring server) take them in.
+GATEWAY_LABEL = f"{GROUP}/gateway"
+
+
+def gateway_name(name: str) -> str:
+    """The gateway's Deployment, Service, ServiceAccount, Role and RoleBinding of fleet `name`."""
+    return f"{name}-gateway"
+
+
+def gateway_selector_labels(name: str) -> dict[str, str]:
+    """The labels that select fleet `name`'s gateway pods."""
+    return {GATEWAY_LABEL: name}
+
+
+def gateway_selector_string(name: str) -> str:
+    return f"{GATEWAY_LABEL}={name}"
+
+
+def gateway_labels(name: str) -> dict[str, str]:
+    """Every label the gateway's children and pods carry: the fleet's, with the gateway's selector
+    in place of the fleet label and its own name and component."""
+    return {
+        **gateway_selector_labels(name),
+        "app.kubernetes.io/name": "scoring-gateway",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "gateway",
+        "app.kubernetes.io/part-of": "scoring-fleet",
+        "app.kubernetes.io/managed-by": COMPONENT,
+    }

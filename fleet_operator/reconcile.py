@@ -15,16 +15,19 @@ from typing import Any
 import kopf
 
 from fleet_operator import kube, names
-from fleet_operator.builders import build_children, wants_hpa, wants_scaled_object
+from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
-from fleet_operator.status import KEDA_NOT_INSTALLED, fleet_status, scaled_object_condition, status_patch
+from fleet_operator.status import (
+    KEDA_NOT_INSTALLED,
+    fleet_status,
+    gateway_status,
+    scaled_object_condition,
+    status_patch,
+)
 
 Condition = tuple[str, str, str]  # (status, reason, message)
-# Children that exist only in one mode: deleted whenever the fleet is not in it.
-MODE_CHILDREN = (("autoscaling/v2", "HorizontalPodAutoscaler", wants_hpa),
-                 ("keda.sh/v1alpha1", "ScaledObject", wants_scaled_object))
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
         actions, keda = _apply_children(ctx, body, fleet)
-        moved = _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas, keda)
+        moved = _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas, keda,
+                              _gateway_status(ctx, fleet))
         if keda is not None and keda[1] == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
             kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda[2], now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
@@ -74,21 +78,22 @@ def owner_fleet(child: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
                     fleet: FleetSpec) -> tuple[dict[str, str], Condition | None]:
-    """Delete the mode children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
+    """Delete the children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
     children = build_children(fleet)
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
     actions, keda = {}, None
     # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
-    for api_version, kind, wanted in MODE_CHILDREN:
-        # a 404 (absent, or keda.sh not served at all) is "nothing to delete"
-        if not wanted(fleet) and kube.delete(ctx.api, api_version, kind, fleet.namespace, fleet.name):
-            actions[kind] = "deleted"
+    # A 404 (absent, or keda.sh not served at all) is "nothing to delete".
+    for api_version, kind, child_name in unwanted_children(fleet):
+        if kube.delete(ctx.api, api_version, kind, fleet.namespace, child_name):
+            actions[_action_key(kind, child_name, fleet)] = "deleted"
     for child in children:
         if child["kind"] == "ScaledObject":
             keda = _apply_scaled_object(ctx, child, actions)
             continue
         optional = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
-        actions[child["kind"]], _ = kube.apply(ctx.api, child, optional)
+        actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
+            kube.apply(ctx.api, child, optional)
     return actions, keda
 
 
@@ -109,9 +114,23 @@ def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
     return scaled_object_condition(live)
 
 
+def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | None:
+    if not fleet.gateway.enabled:
+        return None
+    deployment = kube.get(ctx.api, "apps/v1", "Deployment", fleet.namespace,
+                          names.gateway_name(fleet.name))
+    return gateway_status(gateway_address(fleet), deployment)
+
+
+def _action_key(kind: str, child_name: str, fleet: FleetSpec) -> str:
+    """"Deployment" for the fleet's own children, "Deployment x-gateway" for the gateway's."""
+    return kind if child_name == fleet.name else f"{kind} {child_name}"
+
+
 def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str | None,
                   now: datetime, native: bool, replicas: int | None = None,
-                  scaled_object: Condition | None = None) -> set[str]:
+                  scaled_object: Condition | None = None,
+                  gateway: Mapping[str, Any] | None = None) -> set[str]:
     """Patch the reconciler's status fields that changed; the condition types whose status, reason
     or message changed.
 
@@ -127,7 +146,7 @@ def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str
         # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
         new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
                            deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired, scaled_object=scaled_object)
+                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway)
         return status_patch("reconciler", current, new, native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)

@@ -16,7 +16,8 @@ from fleet_operator import crd
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
 
-__all__ = ["FleetSpec", "ModelSpec", "ResourceSpec", "ServerSpec", "SpecError", "parse_fleet"]
+__all__ = ["FleetSpec", "GatewaySpec", "ModelSpec", "ResourceSpec", "ServerSpec", "SpecError",
+           "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
@@ -48,6 +49,17 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class GatewaySpec:
+    """spec.gateway: the fleet's own gateway (python -m gateway) in front of its pods."""
+
+    enabled: bool = crd.default("gateway", "enabled")
+    replicas: int = crd.default("gateway", "replicas")
+    port: int = crd.default("gateway", "port")
+    cpu: str = crd.default("gateway", "resources", "cpu")
+    memory: str = crd.default("gateway", "resources", "memory")
+
+
+@dataclass(frozen=True)
 class FleetSpec:
     """Everything the builders need, for one fleet. Dict-valued fields are never mutated."""
 
@@ -59,6 +71,7 @@ class FleetSpec:
     resources: ResourceSpec = ResourceSpec()
     server: ServerSpec = ServerSpec()
     autoscaling: AutoscalingSpec = AutoscalingSpec()
+    gateway: GatewaySpec = GatewaySpec()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
@@ -79,6 +92,9 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
     model = _parse_model(Fields.of(top.value.get("model"), "spec.model", crd.spec_schema("model"),
                                    required=True), name)
     resources = _parse_resources(top.child("resources"))
+    autoscaling = parse_autoscaling(top.value.get("autoscaling"),
+                                    prometheus_address=default_prometheus_address)
+    gateway = _parse_gateway(top.child("gateway"), autoscaling)
     return FleetSpec(
         name=name,
         namespace=namespace,
@@ -87,8 +103,8 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         replicas=top.integer("replicas"),
         resources=resources,
         server=_parse_server(top.child("server")),
-        autoscaling=parse_autoscaling(top.value.get("autoscaling"),
-                                      prometheus_address=default_prometheus_address),
+        autoscaling=autoscaling,
+        gateway=gateway,
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
         affinity=as_object(top.value.get("affinity"), "spec.affinity"),
@@ -139,6 +155,18 @@ def _parse_server(srv: Fields) -> ServerSpec:
         max_queued_requests=srv.integer("maxQueuedRequests"),
         request_timeout_s=srv.integer("requestTimeoutSeconds"),
     )
+
+
+def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec) -> GatewaySpec:
+    gateway = GatewaySpec(enabled=gw.boolean("enabled"), replicas=gw.integer("replicas"),
+                          port=gw.integer("port"), cpu=gw.child("resources").quantity("cpu"),
+                          memory=gw.child("resources").quantity("memory"))
+    # the CRD's CEL rule, repeated: not every API server runs it. At 0 pods only the gateway's
+    # waiting requests can say there is demand, and only the native autoscaler reads them.
+    if autoscaling.min_replicas == 0 and not (gateway.enabled and autoscaling.mode == "native"):
+        raise SpecError("spec.autoscaling.minReplicas 0 needs spec.gateway.enabled and "
+                        "autoscaling.mode native (requests waiting at the gateway wake the fleet)")
+    return gateway
 
 
 def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:

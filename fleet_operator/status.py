@@ -23,7 +23,7 @@ KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its E
 # reconciler (spec.replicas); owned_fields() applies that. Both own their own conditions only.
 OWNED_FIELDS: dict[Writer, frozenset[str]] = {
     "reconciler": frozenset({"replicas", "readyReplicas", "selector", "observedGeneration",
-                             "desiredReplicas", "conditions"}),
+                             "desiredReplicas", "conditions", "gateway"}),
     "autoscaler": frozenset({"desiredReplicas", "running", "waiting", "lastDecision",
                              "autoscalerHistory", "lastScaleTime", "conditions"}),
 }
@@ -104,14 +104,16 @@ def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
 def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
                  deployment: Mapping[str, Any] | None, spec_error: str | None,
                  now: datetime, desired_replicas: int | None = None,
-                 scaled_object: tuple[str, str, str] | None = None) -> dict[str, Any]:
+                 scaled_object: tuple[str, str, str] | None = None,
+                 gateway: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The status fields the reconciler owns, merged over `current` (the fleet's status).
 
     deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
     message, or None when the spec is valid. desired_replicas is written when given (the reconciler
     owns it unless native autoscaling is on). scaled_object is ScaledObjectReady's (status, reason,
-    message) in keda mode; None drops that condition. Fields other writers own (lastDecision,
-    running, waiting, ...) are left as they are.
+    message) in keda mode; None drops that condition. gateway is status.gateway (gateway_status();
+    None removes it). Fields other writers own (lastDecision, running, waiting, ...) are left as
+    they are.
     """
     current = current or {}
     dep_spec = (deployment or {}).get("spec") or {}
@@ -134,6 +136,8 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
         "selector": selector_string(name),
         "conditions": conditions,
     }
+    if spec_error is None:  # an invalid spec leaves status.gateway as it was, as its children
+        status["gateway"] = gateway
     if generation is not None:
         status["observedGeneration"] = generation
     if desired_replicas is not None:
@@ -146,6 +150,16 @@ def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: tuple[
     if scaled_object is None:  # not keda mode (any more): nothing to report
         return [c for c in conditions if c.get("type") != "ScaledObjectReady"]
     return set_condition(conditions, "ScaledObjectReady", *scaled_object, now, generation)
+
+
+def gateway_status(address: str | None,
+                   deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """status.gateway: the gateway Service's address and the gateway Deployment's ready pods;
+    None (the field removed) when the fleet has no gateway."""
+    if address is None:
+        return None
+    ready = int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
+    return {"address": address, "readyReplicas": ready}
 
 
 def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,

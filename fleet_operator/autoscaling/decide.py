@@ -3,8 +3,9 @@
 Pods' samples + current size + spec + history + now -> Decision, in HPA v2's order: the replica
 calculator (replicas.py), then stabilization, rate limits and the min/max clamp (behavior.py). Two
 guards of our own run last: no scale-down while too many samples are missing (MetricsDegraded), no
-scale-up while pods are Pending (ScalingLimited). Each stage's value and reason land in the Decision,
-its message and its conditions. Scraping and applying are tick.py's.
+scale-up while pods are Pending (ScalingLimited). With the gateway, a fleet allowed to reach 0 is
+woken from it and guarded on the way down by the requests waiting there (zero.py). Each stage's
+value and reason land in the Decision, its message and its conditions. Scraping and applying are tick.py's.
 """
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ from fleet_operator.autoscaling.behavior import (
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.replicas import classify_pod, raw_replicas
 from fleet_operator.autoscaling.spec import AutoscalingSpec
-from fleet_operator.autoscaling.values import Condition, Decision, PodSample, PodVerdict, RawResult
+from fleet_operator.autoscaling.values import (
+    Condition,
+    Decision,
+    GatewayDemand,
+    PodSample,
+    PodVerdict,
+    RawResult,
+)
+from fleet_operator.autoscaling.zero import at_zero, guard_zero
 
 # ---- our guards, conditions, and the whole decision ----
 
@@ -57,7 +66,8 @@ def _bound(current: int, spec: AutoscalingSpec) -> tuple[int, str] | None:
     return None
 
 
-LIMITED_REASONS = ("PendingPods", "ScaleUpLimit", "ScaleDownLimit", "TooManyReplicas", "TooFewReplicas")
+LIMITED_REASONS = ("PendingPods", "ScaleUpLimit", "ScaleDownLimit", "TooManyReplicas", "TooFewReplicas",
+                   "GatewayUnknown", "GatewayWaiting")
 
 REASON_TEXT = {
     "ScaleUp": "load above target",
@@ -75,17 +85,22 @@ REASON_TEXT = {
     "PendingPods": "pods are still Pending; no more are added until they run",
     "MetricsDegraded": "too many pods have no fresh sample; no scale-down",
     "ScalingDisabled": "replicas is 0: autoscaling is paused until the fleet is scaled up",
+    "ScaleFromZero": "requests are waiting at the gateway: woken at once (no window, no rate limit)",
+    "NoDemand": "no request is waiting at the gateway: the fleet stays at 0",
+    "GatewayUnknown": "the gateway's waiting requests are unknown: never to 0 on that",
+    "GatewayWaiting": "requests are waiting at the gateway: not to 0",
 }
 
 
 def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int, spec: AutoscalingSpec,
-           history: History, now: datetime) -> Decision:
+           history: History, now: datetime, gateway: GatewayDemand | None = None) -> Decision:
     """One autoscaling decision for one fleet: call once per scrape interval with fresh samples.
 
     The operator writes desired_replicas to the scale subresource, decision.to_status() to
     status.lastDecision, history_to_status(decision.history) to status.autoscalerHistory, the
     conditions, and an Event when is_rescale or the reason changed. The history assumes
-    desired_replicas is applied.
+    desired_replicas is applied. gateway: the requests waiting at the fleet's gateway (None
+    without one); it decides only for a fleet whose minReplicas is 0.
     """
     current = current_replicas
     verdicts = tuple(classify_pod(p, now, spec.scrape_interval_s) for p in pods)
@@ -93,17 +108,21 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     degraded, degraded_text = metrics_degraded(raw.verdicts, spec.max_missing_fraction)
     pending = [v.name for v in verdicts if v.status == "pending"]
     recs = history.recommendations
-    bound = _bound(current, spec)
+    zero = at_zero(current, spec, gateway)
+    bound = zero or _bound(current, spec)
     if bound is not None:
         stages, reason = (bound[0],) * 5, bound[1]
+        if zero is not None:  # the scale-down window must remember a wake-up
+            recs = record_recommendation(recs, zero[0], spec, now)
     elif raw.reason == "NoMetrics":
         stages, reason = (current,) * 5, "NoMetrics"
     else:
         stabilized, stabilize_reason = stabilize(raw.replicas, current, recs, spec, now)
         rate_limited, clamped, limit_reason = limit(stabilized, current, spec, history, now)
         desired, guard_reason = guard(clamped, current, degraded, pending)
+        desired, zero_reason = guard_zero(desired, current, spec, gateway)
         stages = (raw.replicas, stabilized, rate_limited, clamped, desired)
-        reason = guard_reason or limit_reason or stabilize_reason or raw.reason
+        reason = zero_reason or guard_reason or limit_reason or stabilize_reason or raw.reason
         recs = record_recommendation(recs, raw.replicas, spec, now)
     desired = stages[4]
     ups, downs = record_scale_events(history, current, desired, spec, now)
@@ -111,17 +130,20 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     return Decision(
         time=now, current_replicas=current, desired_replicas=desired,
         raw=stages[0], stabilized=stages[1], rate_limited=stages[2], clamped=stages[3],
-        reason=reason, message=_message(reason, current, stages, raw, total, spec),
+        reason=reason, message=_message(reason, current, stages, raw, total, spec, gateway),
         pods=raw.verdicts, ratio=raw.ratio, corrected_ratio=raw.corrected_ratio,
         total_load=total, target_load_per_replica=spec.target_load_per_replica, degraded=degraded,
         conditions=_conditions(reason, raw, degraded, degraded_text, pending),
-        history=History(recs, ups, downs),
+        history=History(recs, ups, downs), gateway=gateway,
     )
 
 
 def _message(reason: str, current: int, stages: tuple[int, ...], raw: RawResult, total: float,
-             spec: AutoscalingSpec) -> str:
+             spec: AutoscalingSpec, gateway: GatewayDemand | None) -> str:
     head = f"{current} -> {stages[4]}: {REASON_TEXT.get(reason, reason)}"
+    if gateway is not None:
+        head += (f" (gateway: {gateway.waiting:g} waiting)" if gateway.waiting is not None
+                 else f" (gateway: waiting unknown, {gateway.error})")
     if raw.ratio is None:
         return head
     counted = sum(1 for v in raw.verdicts if v.status == "sample")

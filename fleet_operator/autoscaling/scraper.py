@@ -80,6 +80,12 @@ def total_gauges(results: Mapping[str, ScrapeResult]) -> Gauges:
 
 async def fetch_gauges(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[Gauges | None, str]:
     """One GET; every failure becomes (None, why)."""
+    text, error = await fetch_text(session, url, timeout_s)
+    return (None, error) if text is None else parse_gauges(text)
+
+
+async def fetch_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[str | None, str]:
+    """One GET of a /metrics page: (its text, "") or (None, why); never raises for the network."""
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
             if response.status != 200:
@@ -92,10 +98,9 @@ async def fetch_gauges(session: aiohttp.ClientSession, url: str, timeout_s: floa
     if len(body) > MAX_BODY_BYTES:
         return None, f"response larger than {MAX_BODY_BYTES} bytes"
     try:
-        text = body.decode("utf-8")
+        return body.decode("utf-8"), ""
     except UnicodeDecodeError:
         return None, "unparseable metrics: not UTF-8"
-    return parse_gauges(text)
 
 
 def metrics_url(pod_ip: str, port: int) -> str:

@@ -1,7 +1,8 @@
 """One native autoscaling tick of one fleet: read, scrape, decide; then scale, record and explain.
 
 The I/O around decide(), as reconcile.py is for reconcile: the fleet and its Pods through kube.py
-(read and parsed once per tick), the pods' /metrics through scraper.py, the status fields from
+(read and parsed once per tick), the pods' /metrics through scraper.py (and, with the gateway,
+its pods' waiting requests through demand.py, in the same event loop), the status fields from
 status.py. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
 .spec.replicas there), the autoscaler's status fields and conditions, and an Event when the decision
 is news.
@@ -19,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fleet_operator import kube
+from fleet_operator import kube, names
 from fleet_operator.autoscaling.decide import decide
+from fleet_operator.autoscaling.demand import scrape_gateway
 from fleet_operator.autoscaling.history import history_from_status
-from fleet_operator.autoscaling.scraper import pod_sample, scrape_pods, total_gauges
+from fleet_operator.autoscaling.scraper import ScrapeResult, pod_sample, scrape_pods, total_gauges
 from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
-from fleet_operator.autoscaling.values import Decision
+from fleet_operator.autoscaling.values import Decision, GatewayDemand
 from fleet_operator.clock import parse_time
 from fleet_operator.context import OperatorContext
 from fleet_operator.spec import FleetSpec, parse_fleet
@@ -104,15 +106,28 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
     serving = [p for p in pods if _is_serving(p)]
-    results = asyncio.run(scrape_pods(serving, fleet.server.port,
-                                      scrape_timeout_s(fleet.autoscaling.scrape_interval_s),
-                                      clock=ctx.clock))
+    # the gateway's demand decides only for a fleet that may go to 0 (minReplicas 0 needs it)
+    gateway_pods = kube.list_pods(ctx.api, namespace, names.gateway_selector_string(name)) \
+        if fleet.autoscaling.min_replicas == 0 else None
+    results, gateway = asyncio.run(_scrape(serving, gateway_pods, fleet, ctx))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
     history = history_from_status((body.get("status") or {}).get("autoscalerHistory"))
-    decision = decide(samples, fleet.replicas, fleet.autoscaling, history, now)
+    decision = decide(samples, fleet.replicas, fleet.autoscaling, history, now, gateway)
     gauges = total_gauges(results)
     with ctx.locks.for_fleet(namespace, name):
         return _apply(ctx, body, decision, gauges.running, gauges.waiting)
+
+
+async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[str, Any]] | None,
+                  fleet: FleetSpec, ctx: OperatorContext
+                  ) -> tuple[dict[str, ScrapeResult], GatewayDemand | None]:
+    """The serving pods' gauges and (gateway_pods given) the gateway's waiting requests, at once."""
+    timeout_s = scrape_timeout_s(fleet.autoscaling.scrape_interval_s)
+    pods = scrape_pods(serving, fleet.server.port, timeout_s, clock=ctx.clock)
+    if gateway_pods is None:
+        return await pods, None
+    return tuple(await asyncio.gather(  # type: ignore[return-value]
+        pods, scrape_gateway(gateway_pods, fleet.gateway.port, timeout_s)))
 
 
 def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,

@@ -1,4 +1,4 @@
-"""The autoscaler's value types: PodSample in; PodVerdict, RawResult, Condition and Decision out.
+"""The autoscaler's value types: PodSample and GatewayDemand in; PodVerdict, RawResult, Condition and Decision out.
 
 Value types only, with their status (JSON) forms: status.lastDecision is Decision.to_status(). The
 maths that fills them is replicas.py's, behavior.py's and decide.py's; what to remember between
@@ -32,6 +32,20 @@ class PodSample:
     load: float | None = None
     scraped_at: datetime | None = None
     error: str = ""
+
+
+@dataclass(frozen=True)
+class GatewayDemand:
+    """Requests waiting at the fleet's gateway (scoringfleet_gateway_waiting_requests summed over
+    its ready pods), or None when unknown (error says why); unknown is never read as zero."""
+
+    waiting: float | None
+    error: str = ""
+
+    def to_status(self) -> dict:
+        if self.waiting is None:
+            return {"waiting": "unknown", "why": self.error}
+        return {"waiting": self.waiting}
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,7 @@ class Decision:
     degraded: bool
     conditions: tuple[Condition, ...]
     history: History = field(default_factory=History)
+    gateway: GatewayDemand | None = None  # None: the fleet has no gateway
 
     @property
     def is_rescale(self) -> bool:
@@ -134,6 +149,7 @@ class Decision:
             "clamped": self.clamped,
             "metricsDegraded": self.degraded,
             "pods": [v.to_status() for v in self.pods],
+            **({"gateway": self.gateway.to_status()} if self.gateway else {}),
         }
 
 

@@ -1,23 +1,42 @@
 """Pure builders: FleetSpec -> the fleet's children as plain Kubernetes dicts, one module per kind.
 
-deployment.py, service.py, pdb.py, hpa.py, scaled_object.py each return a whole desired object;
-build_children() says which the fleet should have. A new kind (a gateway's Deployment and Service)
-is one more module here and one more line below. No I/O.
+deployment.py, service.py, pdb.py, hpa.py, scaled_object.py, gateway.py and gateway_rbac.py each
+return whole desired objects; build_children() says which the fleet should have (the HPA in hpa mode,
+the ScaledObject in keda mode, the gateway's five with spec.gateway.enabled), unwanted_children()
+which must go. A new kind is one more module here and one more line below. No I/O.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from fleet_operator.builders.deployment import build_deployment, server_args, termination_grace_s
+from fleet_operator.builders.gateway import (
+    build_gateway_deployment,
+    build_gateway_service,
+    gateway_address,
+)
+from fleet_operator.builders.gateway_rbac import (
+    RBAC_API,
+    build_gateway_role,
+    build_gateway_role_binding,
+    build_gateway_service_account,
+)
 from fleet_operator.builders.hpa import build_hpa, format_quantity
 from fleet_operator.builders.pdb import build_pdb
 from fleet_operator.builders.scaled_object import build_scaled_object, scaled_object_params
 from fleet_operator.builders.service import build_service
+from fleet_operator.names import gateway_name
 from fleet_operator.spec import FleetSpec
 
+# The gateway's children, in creation order (its pods need the ServiceAccount first).
+GATEWAY_BUILDERS = (build_gateway_service_account, build_gateway_role, build_gateway_role_binding,
+                    build_gateway_deployment, build_gateway_service)
+GATEWAY_KINDS = (("v1", "ServiceAccount"), (RBAC_API, "Role"), (RBAC_API, "RoleBinding"),
+                 ("apps/v1", "Deployment"), ("v1", "Service"))
+
 __all__ = ["build_children", "build_deployment", "build_hpa", "build_pdb", "build_service",
-           "build_scaled_object", "format_quantity", "scaled_object_params", "server_args",
-           "termination_grace_s", "wants_hpa", "wants_scaled_object"]
+           "build_scaled_object", "format_quantity", "gateway_address", "scaled_object_params",
+           "server_args", "termination_grace_s", "unwanted_children", "wants_hpa", "wants_scaled_object"]
 
 
 def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
@@ -28,7 +47,23 @@ def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
         children.append(build_hpa(fleet))
     if wants_scaled_object(fleet):
         children.append(build_scaled_object(scaled_object_params(fleet)))
+    if fleet.gateway.enabled:
+        children += [build(fleet) for build in GATEWAY_BUILDERS]
     return children
+
+
+def unwanted_children(fleet: FleetSpec) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of children the fleet must not have: the HPA outside hpa mode, the
+    ScaledObject outside keda mode (these first: KEDA's admission webhook refuses a ScaledObject on
+    a target another HPA manages), the gateway's when it is disabled."""
+    unwanted = []
+    if not wants_hpa(fleet):
+        unwanted.append(("autoscaling/v2", "HorizontalPodAutoscaler", fleet.name))
+    if not wants_scaled_object(fleet):
+        unwanted.append(("keda.sh/v1alpha1", "ScaledObject", fleet.name))
+    if not fleet.gateway.enabled:
+        unwanted += [(api_version, kind, gateway_name(fleet.name)) for api_version, kind in GATEWAY_KINDS]
+    return unwanted
 
 
 def wants_hpa(fleet: FleetSpec) -> bool:

@@ -2,7 +2,8 @@
 
 No API server validates custom resources here (the emulator does not), so the tests do: the
 Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the
-CEL rules (minReplicas <= maxReplicas; keda mode needs minReplicas >= 1) are checked by hand.
+CEL rules (minReplicas <= maxReplicas; keda mode needs minReplicas >= 1; minReplicas 0 only with
+the gateway in native mode) are checked by hand.
 """
 from __future__ import annotations
 
@@ -63,4 +64,7 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
         errors.append(f"spec.autoscaling: {CEL_MESSAGES[0]}")
     if autoscaling.get("mode", "native") == "keda" and isinstance(low, int) and low < 1:
         errors.append(f"spec.autoscaling: {CEL_MESSAGES[1]}")
+    gateway = (obj.get("spec") or {}).get("gateway") or {}
+    if low == 0 and not (gateway.get("enabled") is True and autoscaling.get("mode", "native") == "native"):
+        errors.append("spec: autoscaling.minReplicas 0 needs gateway.enabled and autoscaling.mode native")
     return errors

@@ -45,6 +45,29 @@ def test_crd_carries_the_cel_rules_the_tests_check_by_hand():
     assert "self.mode != 'keda' || " in rules[CEL_MESSAGES[1]] and "self.minReplicas >= 1" in rules[CEL_MESSAGES[1]]
 
 
+def test_crd_carries_the_cel_rule_for_scale_to_zero():
+    [version] = load_crd()["spec"]["versions"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    [rule] = spec["x-kubernetes-validations"]
+    assert "self.autoscaling.minReplicas >= 1" in rule["rule"] and "self.gateway.enabled" in rule["rule"]
+    assert spec["properties"]["autoscaling"]["properties"]["minReplicas"]["minimum"] == 0
+
+
+def _scale_to_zero(gateway: bool, mode: str = "native") -> dict:
+    doc = _with("spec.autoscaling.minReplicas", 0)
+    doc["spec"]["autoscaling"]["mode"] = mode
+    doc["spec"]["gateway"] = {"enabled": gateway}
+    return doc
+
+
+@pytest.mark.parametrize("gateway,mode,valid", [
+    (True, "native", True), (False, "native", False), (True, "hpa", False),
+], ids=["gateway-native", "no-gateway", "hpa-mode"])
+def test_min_replicas_zero_needs_the_gateway_in_native_mode(gateway, mode, valid):
+    errors = schema_errors(_scale_to_zero(gateway, mode))
+    assert (errors == []) is valid, errors
+
+
 def test_there_are_three_examples():
     assert {p.name for p in EXAMPLES} >= {"minimal.yaml", "full.yaml", "cpu-only.yaml"}
 

@@ -142,3 +142,19 @@ def test_an_installed_package_carries_the_crd():
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert crd.CRD_FILE in pyproject["tool"]["setuptools"]["package-data"]["fleet_operator"]
+
+
+def test_a_minimal_fleets_gateway_carries_the_crd_defaults_field_by_field():
+    from fleet_operator.builders.gateway import build_gateway_deployment, build_gateway_service
+
+    d = {".".join(p): v for p, v in DEFAULTS}
+    fleet = parse(with_field(("gateway", "enabled"), True))
+    assert d["gateway.enabled"] is False and parse(MINIMAL["spec"]).gateway.enabled is False
+    deployment = build_gateway_deployment(fleet)
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert deployment["spec"]["replicas"] == d["gateway.replicas"]
+    assert flag(container["args"], "--port") == str(d["gateway.port"])
+    assert container["ports"][0]["containerPort"] == d["gateway.port"]
+    assert build_gateway_service(fleet)["spec"]["ports"][0]["port"] == d["gateway.port"]
+    assert container["resources"]["requests"] == {"cpu": d["gateway.resources.cpu"],
+                                                  "memory": d["gateway.resources.memory"]}

@@ -21,7 +21,7 @@ def test_each_registry_is_fresh_and_independent():
         ids = {h.id for h in registry._changing.get_all_handlers()}
         assert ids == {"reconcile"}
         assert {h.id for h in registry._spawning.get_all_handlers()} == {"resync", "autoscale"}
-        assert {h.id for h in registry._watching.get_all_handlers()} == {"child_changed"}
+        assert {h.id for h in registry._watching.get_all_handlers()} == {"child_changed", "gateway_changed"}
         assert len(registry._activities.get_all_handlers()) == 3  # login, startup, cleanup
     assert kopf.get_default_registry() not in (first, second)
 

@@ -77,3 +77,32 @@ def test_invalid_spec_sets_spec_valid_false_and_one_event(kube_api, api):
 def test_a_missing_or_replaced_fleet_is_left_alone(api):
     assert reconcile_fleet(at(api, T0), "default", "nope") is None
     assert reconcile_fleet(at(api, T0), "default", NAME, uid="another-uid") is None
+
+
+GATEWAY_CHILDREN = [("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
+                    ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("apps/v1", "Deployment"),
+                    ("v1", "Service")]
+
+
+def gateway_children(api) -> list:
+    return [kube.get(api, v, k, "default", f"{NAME}-gateway") for v, k in GATEWAY_CHILDREN]
+
+
+def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_api, api):
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"gateway": {"enabled": true}}}')
+    result = reconcile(api)
+    assert {k: v for k, v in result.actions.items() if "gateway" in k} == {
+        f"{kind} {NAME}-gateway": "created" for _, kind in GATEWAY_CHILDREN}
+    fleet = kube.get_fleet(api, "default", NAME)
+    assert all(child["metadata"]["ownerReferences"][0]["uid"] == fleet["metadata"]["uid"]
+               for child in gateway_children(api))
+    assert fleet["status"]["gateway"]["address"] == f"http://{NAME}-gateway.default.svc:30080"
+    assert set(reconcile(api).actions.values()) == {"unchanged"}  # idempotent
+
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"gateway": {"enabled": false}}}')
+    result = reconcile(api)
+    assert {k: v for k, v in result.actions.items() if "gateway" in k} == {
+        f"{kind} {NAME}-gateway": "deleted" for _, kind in GATEWAY_CHILDREN}
+    assert gateway_children(api) == [None] * 5
+    assert "gateway" not in kube.get_fleet(api, "default", NAME)["status"]
+    assert kube.get(api, "apps/v1", "Deployment", "default", NAME) is not None  # the fleet's own stay

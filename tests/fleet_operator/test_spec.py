@@ -5,6 +5,7 @@ import pytest
 
 from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.spec import (
+    GatewaySpec,
     ModelSpec,
     ResourceSpec,
     ServerSpec,
@@ -126,4 +127,38 @@ LONG = "a" * 64
 def test_spec_error(name, spec, default_image, message):
     with pytest.raises(SpecError) as error:
         parse(spec, name=name, default_image=default_image)
+    assert message in str(error.value)
+
+
+def test_gateway_defaults_off_and_is_read_when_given():
+    assert parse({"model": MODEL, "image": IMAGE}).gateway == GatewaySpec(
+        enabled=False, replicas=1, port=30080, cpu="1", memory="512Mi")
+    gateway = {"enabled": True, "replicas": 2, "port": 8080, "resources": {"cpu": "500m", "memory": "1Gi"}}
+    assert parse({"model": MODEL, "image": IMAGE, "gateway": gateway}).gateway == GatewaySpec(
+        enabled=True, replicas=2, port=8080, cpu="500m", memory="1Gi")
+
+
+def test_min_replicas_zero_is_accepted_with_the_gateway_in_native_mode():
+    fleet = parse({"model": MODEL, "image": IMAGE, "gateway": {"enabled": True},
+                   "autoscaling": {"enabled": True, "minReplicas": 0}})
+    assert (fleet.autoscaling.min_replicas, fleet.gateway.enabled) == (0, True)
+
+
+ZERO_MIN = {"enabled": True, "minReplicas": 0}
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"autoscaling": ZERO_MIN}, "minReplicas 0 needs spec.gateway.enabled"),
+    ({"autoscaling": {**ZERO_MIN, "mode": "hpa"}, "gateway": {"enabled": True}},
+     "minReplicas 0 needs spec.gateway.enabled and autoscaling.mode native"),
+    ({"gateway": {"enabled": "yes"}}, "spec.gateway.enabled must be true or false"),
+    ({"gateway": {"replicas": 0}}, "spec.gateway.replicas must be >= 1"),
+    ({"gateway": {"port": 0}}, "spec.gateway.port must be >= 1"),
+    ({"gateway": {"resources": {"memory": "lots"}}},
+     "spec.gateway.resources.memory is not a Kubernetes quantity"),
+], ids=["zero-without-gateway", "zero-in-hpa-mode", "enabled-not-bool", "replicas-zero", "port-zero",
+        "bad-memory"])
+def test_gateway_spec_error(spec, message):
+    with pytest.raises(SpecError) as error:
+        parse({"model": MODEL, "image": IMAGE, **spec})
     assert message in str(error.value)

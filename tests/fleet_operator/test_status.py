@@ -17,6 +17,7 @@ from fleet_operator.status import (
     OwnershipError,
     autoscaler_status,
     fleet_status,
+    gateway_status,
     owned_fields,
     ready_condition,
     scaled_object_condition,
@@ -235,3 +236,22 @@ def test_scaled_object_ready_is_set_in_keda_mode_and_dropped_outside_it():
     # An invalid spec leaves the ScaledObject running, and what was said of it stays.
     invalid = fleet_status(keda, name="qwen", generation=2, deployment=None, spec_error="bad", now=T1)
     assert invalid["conditions"][2] == keda["conditions"][2]
+
+
+def test_status_gateway_is_the_address_and_ready_pods_or_removed():
+    assert gateway_status(None, None) is None
+    assert gateway_status("http://q-gateway.ns.svc:30080", {"status": {"readyReplicas": 2}}) == \
+        {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 2}
+    assert gateway_status("http://q-gateway.ns.svc:30080", None)["readyReplicas"] == 0
+    before = {"gateway": {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 1}}
+    off = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error=None, now=T0)
+    assert status_patch("reconciler", before, off, native=True)["gateway"] is None  # merge-patch removal
+    # an invalid spec leaves it, as it leaves the running children
+    bad = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error="bad", now=T0)
+    assert "gateway" not in bad
+
+
+def test_only_the_reconciler_writes_status_gateway():
+    assert "gateway" in owned_fields("reconciler", True) and "gateway" not in owned_fields("autoscaler", True)
+    with pytest.raises(OwnershipError):
+        status_patch("autoscaler", {}, {"gateway": {"address": "x"}}, native=True)

@@ -20,12 +20,17 @@ NAMESPACED_GRANTS = {
     ("scoring.fleet.dev", "scoringfleets/status"): frozenset({"patch"}),
     ("scoring.fleet.dev", "scoringfleets/scale"): frozenset({"patch"}),
     ("scoring.fleet.dev", "scoringfleets/finalizers"): frozenset({"update"}),  # blockOwnerDeletion
-    ("apps", "deployments"): READ | {"create", "patch"},  # watched for drift; GC deletes them
-    ("", "services"): CREATE_GET_PATCH,
+    # watched for drift; GC deletes them with the fleet, the operator the gateway's when disabled
+    ("apps", "deployments"): READ | {"create", "patch", "delete"},
+    ("", "services"): CREATE_GET_PATCH | {"delete"},
+    ("", "serviceaccounts"): CREATE_GET_PATCH | {"delete"},  # the gateway's
+    ("rbac.authorization.k8s.io", "roles"): CREATE_GET_PATCH | {"delete"},  # the gateway's: read pods
+    ("rbac.authorization.k8s.io", "rolebindings"): CREATE_GET_PATCH | {"delete"},
     ("policy", "poddisruptionbudgets"): CREATE_GET_PATCH,
     ("autoscaling", "horizontalpodautoscalers"): CREATE_GET_PATCH | {"delete"},  # leaving hpa mode
     ("keda.sh", "scaledobjects"): CREATE_GET_PATCH | {"delete"},  # keda mode; leaving it
-    ("", "pods"): frozenset({"list"}),  # listed by label and scraped, never changed
+    # listed by label and scraped, never changed; get and watch: the gateway's Role grants them
+    ("", "pods"): READ,
     ("", "events"): frozenset({"create"}),
 }
 # What kopf needs cluster-wide in every mode.
@@ -39,6 +44,11 @@ GRANTED_FOR_PATHS_NOT_RUN = {
     ("", "services", "patch"): "a drifted Service is patched back",
     ("policy", "poddisruptionbudgets", "patch"): "a drifted PDB is patched back",
     ("autoscaling", "horizontalpodautoscalers", "patch"): "a drifted or re-specified HPA is patched",
+    ("", "pods", "get"): "RBAC escalation: the gateway's Role grants it, so its creator must hold it",
+    ("", "pods", "watch"): "RBAC escalation: the gateway's Role grants it, so its creator must hold it",
+    ("", "serviceaccounts", "patch"): "a drifted ServiceAccount (labels) is patched back",
+    ("rbac.authorization.k8s.io", "roles", "patch"): "a drifted gateway Role is patched back",
+    ("rbac.authorization.k8s.io", "rolebindings", "patch"): "a drifted gateway RoleBinding is patched",
 }
 
 
@@ -93,3 +103,17 @@ def test_rbac_create_false_renders_no_rbac(render, values):
     rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     assert {obj["kind"] for obj in objects} & rbac_kinds == set()
     assert by_kind(objects, "Deployment") != []  # the rest of the chart still renders
+
+
+def test_the_operator_holds_every_right_it_grants_the_gateway(render):
+    # Kubernetes' RBAC escalation rule: a Role (and its binding) may only be created by one who
+    # holds every right it grants (or `escalate` / `bind`, which the operator is not given).
+    from fleet_operator.builders.gateway_rbac import build_gateway_role
+    from fleet_operator.spec import parse_fleet
+
+    fleet = parse_fleet("f", "team-a", {"model": {"source": "m"}, "image": "i",
+                                        "gateway": {"enabled": True}})
+    operator = grants(_only(render({}), "ClusterRole")["rules"])
+    for (group, resource), verbs in grants(build_gateway_role(fleet)["rules"]).items():
+        assert verbs <= operator.get((group, resource), frozenset()), (group, resource, verbs)
+    assert not {v for verbs in operator.values() for v in verbs} & {"escalate", "bind"}

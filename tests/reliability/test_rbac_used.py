@@ -1,8 +1,8 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
 operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
-keda mode with KEDA's CRD installed, re-specified and left, drift, delete) and map each request it
-sent to (API group, resource, verb). Every call must be granted, and every grant must be used or
-named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
+keda mode with KEDA's CRD installed, re-specified and left, the gateway enabled and disabled, drift,
+delete) and map each request it sent to (API group, resource, verb). Every call must be granted, and
+every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
 """
 from __future__ import annotations
 
@@ -96,6 +96,16 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         wait_for(lambda: cluster.get("keda.sh/v1alpha1", "ScaledObject", "keda") is None, "the ScaledObject gone")
         cluster.kubectl("scale", "deployment", "hpa", "--replicas=5")  # drift, reverted
         wait_for(lambda: converged(cluster, "hpa", 1), "the drift reverted")
+        # the gateway: its ServiceAccount, Role, RoleBinding, Deployment and Service, then removed
+        gateway = fleet_doc("gw", replicas=1)
+        gateway["spec"]["gateway"] = {"enabled": True}
+        cluster.apply(gateway)
+        wait_for(lambda: cluster.get("v1", "Service", "gw-gateway") and
+                 cluster.get("rbac.authorization.k8s.io/v1", "RoleBinding", "gw-gateway"),
+                 "the gateway's children")
+        cluster.patch_fleet("gw", {"spec": {"gateway": {"enabled": False}}})
+        wait_for(lambda: cluster.get("rbac.authorization.k8s.io/v1", "Role", "gw-gateway") is None
+                 and cluster.get("apps/v1", "Deployment", "gw-gateway") is None, "the gateway gone")
         cluster.kubectl("delete", "sf", "native", "--wait=false")  # finalizer released
         wait_for(lambda: cluster.fleet("native") is None, "the native fleet gone")
     finally:

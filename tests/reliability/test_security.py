@@ -1,7 +1,7 @@
 """Every pod the project ships meets the "restricted" Pod Security Standard, checked rule by rule by
-one table (tests/reliability/pss.py): the fleet's Deployment built from each examples/*.yaml and the
-chart's operator Deployment. The checker itself is tested first: a compliant pod passes, and each
-rule catches its own counterexample (and only that rule fails).
+one table (tests/reliability/pss.py): the fleet's Deployment and its gateway's built from each
+examples/*.yaml, and the chart's operator Deployment. The checker itself is tested first: a
+compliant pod passes, and each rule catches its own counterexample (and only that rule fails).
 
 tests/fleet_operator/test_builders.py and tests/packaging/test_helm_install.py pin the exact fields;
 this is the standard's view of the same objects.
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet_operator.builders import build_deployment
+from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
 from tests.packaging.helm_tool import by_kind
@@ -100,6 +101,14 @@ def test_the_fleet_pods_of_every_example_are_restricted(example: Path):
     doc = load_yaml(example)
     fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], default_image="img:1")
     assert violations(_pod_of(build_deployment(fleet))) == {}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_the_gateway_pods_of_every_example_are_restricted(example: Path):
+    doc = load_yaml(example)
+    doc["spec"]["gateway"] = {**doc["spec"].get("gateway", {}), "enabled": True}
+    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], default_image="img:1")
+    assert violations(_pod_of(build_gateway_deployment(fleet))) == {}
 
 
 def test_the_charts_operator_pod_is_restricted(render):

@@ -87,13 +87,17 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
   resources: ["scoringfleets/finalizers"]
   verbs: ["update"]
 # The children: read, created, merge-patched back on drift. Deployments are also watched (hand
-# edits are reverted at once); garbage collection deletes them with their fleet, so no delete.
+# edits are reverted at once); garbage collection deletes them with their fleet. Deleted only
+# when the gateway is disabled: its Deployment, Service, ServiceAccount, Role and RoleBinding.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["create", "get", "list", "watch", "patch"]
+  verbs: ["create", "get", "list", "watch", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["services"]
-  verbs: ["create", "get", "patch"]
+  resources: ["services", "serviceaccounts"]
+  verbs: ["create", "get", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["create", "get", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "get", "patch"]
@@ -107,10 +111,12 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["create", "get", "patch", "delete"]
-# Pods are only listed (by the fleet label): the autoscaler scrapes each pod's /metrics at its podIP.
+# Pods are listed (by the fleet or gateway label): the autoscaler scrapes each pod's /metrics at
+# its podIP. get and watch only because the gateway's Role grants them: Kubernetes lets the
+# operator create a Role (and bind it) only with every right it grants (RBAC escalation rule).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["get", "list", "watch"]
 # Events about reconciles and scaling decisions.
 - apiGroups: [""]
   resources: ["events"]

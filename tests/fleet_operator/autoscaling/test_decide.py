@@ -22,7 +22,7 @@ from fleet_operator.autoscaling.history import (
     history_to_status,
 )
 from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingPolicy, ScalingRules
-from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.autoscaling.values import GatewayDemand, PodSample
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 SPEC = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, target_load_per_replica=32.0)
@@ -79,6 +79,16 @@ class Case:
     raw: int | None = None  # the ratio's answer, when it differs from desired
     spec: AutoscalingSpec = SPEC
     history: History = field(default_factory=History)
+    gateway: GatewayDemand | None = None
+
+
+# Scale to and from zero: minReplicas 0 (allowed with the gateway), its waiting gauge as demand.
+ZERO = replace(SPEC, min_replicas=0)
+UNKNOWN = GatewayDemand(None, "connection error: refused")
+
+
+def waiting(n: float) -> GatewayDemand:
+    return GatewayDemand(n)
 
 
 CASES = [
@@ -189,14 +199,63 @@ CASES = [
     Case("current-above-max", fleet(*[ready(32)] * 10), 10, 8, "TooManyReplicas", spec=replace(SPEC, max_replicas=8)),
     Case("current-below-min", fleet(ready(0)), 1, 2, "TooFewReplicas", spec=replace(SPEC, min_replicas=2)),
     Case("zero-replicas-pauses", fleet(), 0, 0, "ScalingDisabled"),
+    # -- scale to and from zero (gateway) --
+    # 0 under HPA's rule (replicas 0 pauses autoscaling)
+    Case("from-zero-when-requests-wait", fleet(), 0, 1, "ScaleFromZero", spec=ZERO, gateway=waiting(3)),
+    # 0 if the up window's recommendation of 0 (50 s ago) or the disabled rate policy applied
+    Case("from-zero-ignores-up-window-and-rate", fleet(), 0, 1, "ScaleFromZero", gateway=waiting(1),
+         spec=replace(ZERO, scale_up=up_rules(ScalingPolicy("Pods", 1, 60), select="Disabled",
+                                               window_s=120)),
+         history=History(recommendations=(Recommendation(ago(50), 0),))),
+    # 1 per waiting request would be 5: the first pod's load sizes the rest once it serves
+    Case("from-zero-one-pod-first", fleet(), 0, 1, "ScaleFromZero", spec=ZERO, gateway=waiting(500)),
+    Case("at-zero-nothing-waiting", fleet(), 0, 0, "NoDemand", spec=ZERO, gateway=waiting(0)),
+    # a terminating pod left over from the scale-down does not wake the fleet
+    Case("at-zero-deleting-pod-ignored", fleet(deleting(40)), 0, 0, "NoDemand", spec=ZERO,
+         gateway=waiting(0)),
+    Case("at-zero-gateway-unknown-holds", fleet(), 0, 0, "GatewayUnknown", spec=ZERO, gateway=UNKNOWN),
+    # the gateway wakes only a fleet whose minReplicas is 0; this one was paused by hand
+    Case("at-zero-min-one-stays-paused", fleet(), 0, 0, "ScalingDisabled", gateway=waiting(4)),
+    Case("to-zero-after-the-down-window", fleet(ready(0)), 1, 0, "ScaleDown", spec=ZERO,
+         gateway=waiting(0), history=History(recommendations=(Recommendation(ago(301), 1),))),
+    # 0 without the scale-down window (the recommendation of 1 made 100 s ago)
+    Case("to-zero-held-by-the-down-window", fleet(ready(0)), 1, 1, "ScaleDownStabilized", raw=0,
+         spec=ZERO, gateway=waiting(0), history=History(recommendations=(Recommendation(ago(100), 1),))),
+    # 0 if a failed scrape of the gateway were read as nothing waiting
+    Case("to-zero-gateway-unknown-keeps-one", fleet(ready(0), ready(0)), 2, 1, "GatewayUnknown", raw=0,
+         spec=ZERO, gateway=UNKNOWN),
+    Case("to-zero-no-gateway-known-keeps-one", fleet(ready(0)), 1, 1, "GatewayUnknown", raw=0, spec=ZERO),
+    # 0 by the pods' load alone: a request waits at the gateway (its pod not yet in rotation)
+    Case("to-zero-requests-waiting-keeps-one", fleet(ready(0)), 1, 1, "GatewayWaiting", raw=0,
+         spec=ZERO, gateway=waiting(2)),
+    # with minReplicas 1 the gateway's state changes nothing
+    Case("min-one-gateway-unknown-no-effect", fleet(ready(0), ready(0), ready(0)), 3, 1, "TooFewReplicas",
+         raw=0, gateway=UNKNOWN),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_decide(case: Case):
-    decision = decide(case.pods, case.current, case.spec, case.history, NOW)
+    decision = decide(case.pods, case.current, case.spec, case.history, NOW, case.gateway)
     assert (decision.desired_replicas, decision.reason) == (case.desired, case.reason), decision.message
     assert decision.raw == (case.raw if case.raw is not None else case.desired)
+
+
+def test_a_wake_up_is_remembered_by_the_scale_down_window():
+    woken = decide(fleet(), 0, ZERO, History(), NOW, waiting(1))
+    # the new pod, idle once it has answered the request, is not sent back to 0 at once
+    later = decide(fleet(ready(0)), 1, ZERO, woken.history, NOW + timedelta(seconds=10), waiting(0))
+    assert (later.desired_replicas, later.reason, later.raw) == (1, "ScaleDownStabilized", 0)
+
+
+def test_last_decision_reports_the_gateway():
+    woken = decide(fleet(), 0, ZERO, History(), NOW, waiting(2))
+    assert woken.to_status()["gateway"] == {"waiting": 2}
+    assert "0 -> 1" in woken.message and "gateway: 2 waiting" in woken.message
+    held = decide(fleet(ready(0)), 1, ZERO, History(), NOW, UNKNOWN)
+    assert held.to_status()["gateway"] == {"waiting": "unknown", "why": UNKNOWN.error}
+    assert held.condition("ScalingLimited").reason == "GatewayUnknown"
+    assert "gateway" not in decide(fleet(ready(0)), 1, SPEC, History(), NOW).to_status()
 
 
 def test_missing_pod_explained_with_the_load_assumed_for_it():

@@ -1,0 +1,62 @@
+"""The fleet's demand as its gateway sees it: GET each ready gateway pod's /metrics, concurrently,
+and sum scoringfleet_gateway_waiting_requests into a GatewayDemand.
+
+I/O, like scraper.py (whose GET it shares). Unknown, never 0, unless every ready gateway pod
+answered with the gauge: a request waiting at a pod that did not answer must still wake the fleet.
+What the demand means for the size is zero.py's.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Mapping
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleet_operator.autoscaling.scraper import fetch_text, metrics_url, pod_sample
+from fleet_operator.autoscaling.values import GatewayDemand
+
+WAITING_SERIES = "scoringfleet_gateway_waiting_requests"
+
+
+def parse_waiting(text: str) -> tuple[float | None, str]:
+    """The waiting gauge from Prometheus text; (None, why) when absent or not a count."""
+    try:
+        found = [s.value for family in text_string_to_metric_families(text)
+                 for s in family.samples if s.name == WAITING_SERIES]
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        return None, f"unparseable metrics: {exc}"
+    if not found:
+        return None, f"missing series {WAITING_SERIES}"
+    if any(not math.isfinite(v) or v < 0 for v in found):
+        return None, f"invalid value for {WAITING_SERIES}"
+    return sum(found), ""
+
+
+def serving_gateway_pods(pods: Iterable[Mapping]) -> list[Mapping]:
+    """The gateway pods the Service sends requests to: Running, ready, not terminating."""
+    samples = [(pod, pod_sample(pod, None)) for pod in pods]
+    return [pod for pod, s in samples if s.phase == "Running" and s.ready and not s.deleting]
+
+
+async def scrape_gateway(pods: Iterable[Mapping], port: int, timeout_s: float) -> GatewayDemand:
+    """Requests waiting over the gateway's serving pods (Pod bodies), or unknown with why."""
+    serving = serving_gateway_pods(pods)
+    if not serving:
+        return GatewayDemand(None, "no ready gateway pod")
+    async with aiohttp.ClientSession() as session:
+        answers = await asyncio.gather(*(_scrape_one(session, pod, port, timeout_s) for pod in serving))
+    failed = [f"{name}: {why}" for name, (_, why) in answers if why]
+    if failed:
+        return GatewayDemand(None, "; ".join(failed))
+    return GatewayDemand(sum(waiting for _, (waiting, _) in answers))
+
+
+async def _scrape_one(session: aiohttp.ClientSession, pod: Mapping, port: int,
+                      timeout_s: float) -> tuple[str, tuple[float | None, str]]:
+    name, pod_ip = pod["metadata"]["name"], (pod.get("status") or {}).get("podIP")
+    if not pod_ip:
+        return name, (None, "pod has no IP yet")
+    text, error = await fetch_text(session, metrics_url(pod_ip, port), timeout_s)
+    return name, (None, error) if text is None else parse_waiting(text)

@@ -1,0 +1,102 @@
+"""Pure: FleetSpec -> the fleet's gateway: a Deployment running `python -m gateway` and its Service.
+
+The gateway's pods carry the gateway's labels (names.gateway_labels), never the fleet label, so
+nothing that selects scoring pods (the fleet's Deployment, Service, PDB, the Prometheus monitors
+and recording rules) takes them in. Same image and restricted security context as the server's.
+The ServiceAccount they run as, and its rights, are gateway_rbac.py's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fleet_operator.builders.deployment import RUN_AS_UID
+from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
+from fleet_operator.spec import FleetSpec
+
+CONTAINER_NAME = "gateway"
+
+
+def gateway_args(fleet: FleetSpec) -> list[str]:
+    """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port."""
+    return ["--fleet", fleet.name, "--namespace", fleet.namespace,
+            "--host", "0.0.0.0", "--port", str(fleet.gateway.port)]
+
+
+def gateway_address(fleet: FleetSpec) -> str:
+    """status.gateway.address: the gateway's Service inside the cluster."""
+    return f"http://{gateway_name(fleet.name)}.{fleet.namespace}.svc:{fleet.gateway.port}"
+
+
+def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
+    labels = gateway_labels(fleet.name)
+    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(fleet.gateway.port),
+                   "prometheus.io/path": "/metrics"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": gateway_name(fleet.name), "namespace": fleet.namespace,
+                     "labels": labels},
+        "spec": {
+            "replicas": fleet.gateway.replicas,
+            "selector": {"matchLabels": gateway_selector_labels(fleet.name)},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels, "annotations": annotations},
+                         "spec": _pod_spec(fleet)},
+        },
+    }
+
+
+def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
+    return {
+        "serviceAccountName": gateway_name(fleet.name),
+        "securityContext": {
+            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "runAsGroup": RUN_AS_UID,
+            "fsGroup": RUN_AS_UID, "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(fleet)],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+
+
+def _container(fleet: FleetSpec) -> dict[str, Any]:
+    http = {"port": "http"}
+    gw = fleet.gateway
+    return {
+        "name": CONTAINER_NAME,
+        "image": fleet.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", "gateway"],
+        "args": gateway_args(fleet),
+        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"}],
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},
+                      "limits": {"cpu": gw.cpu, "memory": gw.memory}},
+        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+                          "timeoutSeconds": 5, "failureThreshold": 3},
+        # NOTE: readiness on /health, not /ready: /ready fails while the fleet has no ready pod,
+        # and a fleet at zero must still reach its gateway for requests to wait and wake it.
+        "readinessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 5,
+                           "timeoutSeconds": 5, "failureThreshold": 3},
+        "securityContext": {
+            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def build_gateway_service(fleet: FleetSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": gateway_name(fleet.name), "namespace": fleet.namespace,
+                     "labels": gateway_labels(fleet.name)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": gateway_selector_labels(fleet.name),
+            "ports": [{"name": "http", "port": fleet.gateway.port, "targetPort": "http",
+                       "protocol": "TCP"}],
+        },
+    }

@@ -1,0 +1,87 @@
+"""autoscaling/demand.py: the gateway's waiting gauge parsed by Prometheus' own parser (a table),
+and one tick against the emulator of a fleet at zero whose gateway pod (a small HTTP server on
+loopback, labelled as the gateway's Deployment labels its pods) has requests waiting, or is silent."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fleet_operator import kube
+from fleet_operator.autoscaling.demand import parse_waiting, scrape_gateway
+from fleet_operator.autoscaling.tick import autoscale_fleet
+from fleet_operator.context import OperatorContext
+from fleet_operator.names import gateway_selector_labels
+from fleet_operator.reconcile import reconcile_fleet
+from tests.fleet_operator.autoscaling.test_tick import NAME, T0
+from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
+from tests.fleet_operator.loopback import free_port, pod_ip
+from tests.reliability.support import MetricsPod
+
+G = "scoringfleet_gateway_waiting_requests"
+
+
+@pytest.mark.parametrize("text,expected", [
+    (f"# TYPE {G} gauge\n{G} 3.0\n", (3.0, "")),
+    (f"{G} 0\n", (0.0, "")),
+    ("sglang:num_running_reqs 0\n", (None, f"missing series {G}")),  # a scoring server, not a gateway
+    (f"{G} -1\n", (None, f"invalid value for {G}")),
+    (f"{G} NaN\n", (None, f"invalid value for {G}")),
+], ids=["waiting", "zero", "absent", "negative", "nan"])
+def test_parse_waiting(text, expected):
+    assert parse_waiting(text) == expected
+
+
+def gateway_pod(name: str, ip: str, port: int, ready: bool = True) -> dict:
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"metadata": {"name": name}, "status": {"phase": "Running", "podIP": ip,
+                                                   "conditions": conditions}}
+
+
+def test_one_silent_gateway_pod_makes_the_demand_unknown_not_zero():
+    port = free_port([pod_ip(5)])
+    answering = MetricsPod(pod_ip(5), port, f"{G} 0\n".encode())
+    answering.thread.start()
+    try:
+        pods = [gateway_pod("g0", pod_ip(5), port), gateway_pod("g1", pod_ip(6), port)]
+        demand = asyncio.run(scrape_gateway(pods, port, 0.5))
+        assert demand.waiting is None and demand.error.startswith("g1: connection error")
+        # the unready pod receives no requests: it is not asked
+        pods[1] = gateway_pod("g1", pod_ip(6), port, ready=False)
+        assert asyncio.run(scrape_gateway(pods, port, 0.5)).waiting == 0
+        assert asyncio.run(scrape_gateway([], port, 0.5)).error == "no ready gateway pod"
+    finally:
+        answering.stop()
+
+
+ZERO = {"enabled": True, "mode": "native", "minReplicas": 0, "maxReplicas": 3,
+        "targetLoadPerReplica": 10, "scrapeIntervalSeconds": 2}
+
+
+@pytest.mark.parametrize("body,replicas,reason", [
+    (f"{G} 2\n".encode(), 1, "ScaleFromZero"),
+    (f"{G} 0\n".encode(), 0, "NoDemand"),
+    (b"garbage{\n", 0, "GatewayUnknown"),
+], ids=["requests-waiting", "nothing-waiting", "garbage-gauge"])
+def test_a_tick_wakes_a_fleet_at_zero_from_its_gateway(kube_api, body, replicas, reason):
+    api = kube_api.client()
+    port = free_port([pod_ip(0)])
+    doc = load_yaml(ROOT / "examples" / "minimal.yaml")
+    doc["spec"].update(replicas=0, autoscaling=ZERO, server={"port": port},
+                       gateway={"enabled": True, "port": port})
+    assert schema_errors(doc) == []
+    kube_api.apply_file(CRD_PATH)
+    kube_api.create(doc)
+    reconcile_fleet(OperatorContext(api, clock=lambda: T0), "default", NAME)
+    gateway = MetricsPod(pod_ip(0), port, body)
+    gateway.thread.start()
+    try:
+        kube_api.add_pod("default", f"{NAME}-gateway-0", gateway_selector_labels(NAME), pod_ip(0), port)
+        decision = autoscale_fleet(OperatorContext(api), "default", NAME).decision
+    finally:
+        gateway.stop()
+    assert (decision.desired_replicas, decision.reason) == (replicas, reason)
+    fleet = kube.get_fleet(api, "default", NAME)
+    assert fleet["spec"]["replicas"] == replicas
+    assert fleet["status"]["lastDecision"]["reason"] == reason
+    assert "gateway" in fleet["status"]["lastDecision"]

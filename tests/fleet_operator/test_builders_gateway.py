@@ -1,0 +1,117 @@
+"""builders/gateway.py and gateway_rbac.py: the gateway's five children, field by field, valid
+against Kubernetes' JSON schema, and never taken for scoring pods by anything that selects those."""
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from fleet_operator.builders import build_children, gateway_address, unwanted_children
+from fleet_operator.builders.gateway import (
+    build_gateway_deployment,
+    build_gateway_service,
+    gateway_args,
+)
+from fleet_operator.builders.gateway_rbac import (
+    build_gateway_role,
+    build_gateway_role_binding,
+    build_gateway_service_account,
+)
+from fleet_operator.spec import parse_fleet
+from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
+
+FLEET_LABEL = "scoring.fleet.dev/fleet"
+GATEWAY_LABEL = "scoring.fleet.dev/gateway"
+GATEWAY_KINDS = ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"]
+
+
+def fleet(gateway=None, **spec):
+    return parse_fleet("qwen", "team-a", {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": IMAGE,
+                                          "gateway": {"enabled": True, **(gateway or {})}, **spec})
+
+
+def pod_template(fleet_spec):
+    return build_gateway_deployment(fleet_spec)["spec"]["template"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_children_with_the_gateway_add_its_five_after_the_fleets_own():
+    children = build_children(fleet())
+    assert [c["kind"] for c in children][-5:] == GATEWAY_KINDS
+    assert {c["metadata"]["name"] for c in children[-5:]} == {"qwen-gateway"}
+    # only the mode children (a native fleet has neither an HPA nor a ScaledObject), none of the gateway's
+    assert [kind for _, kind, _ in unwanted_children(fleet())] == ["HorizontalPodAutoscaler", "ScaledObject"]
+
+
+def test_a_fleet_without_the_gateway_must_not_have_its_children():
+    plain = fleet({"enabled": False})
+    assert [c["kind"] for c in build_children(plain)] == ["Deployment", "Service", "PodDisruptionBudget"]
+    assert [(kind, name) for _, kind, name in unwanted_children(plain)][2:] == \
+        [(kind, "qwen-gateway") for kind in GATEWAY_KINDS]
+
+
+def test_the_gateway_pods_are_not_the_fleets_pods():
+    f = fleet()
+    gateway_pod_labels = pod_template(f)["metadata"]["labels"]
+    # the fleet label marks scoring pods for the monitors and recording rules: never on a gateway
+    assert FLEET_LABEL not in gateway_pod_labels
+    assert gateway_pod_labels[GATEWAY_LABEL] == "qwen"
+    assert gateway_pod_labels["app.kubernetes.io/component"] == "gateway"
+    fleet_deployment, fleet_service, pdb = build_children(f)[:3]
+    for selector in (fleet_deployment["spec"]["selector"]["matchLabels"],
+                     fleet_service["spec"]["selector"], pdb["spec"]["selector"]["matchLabels"]):
+        assert not selects(selector, gateway_pod_labels)
+    scoring_pod_labels = fleet_deployment["spec"]["template"]["metadata"]["labels"]
+    for selector in (build_gateway_deployment(f)["spec"]["selector"]["matchLabels"],
+                     build_gateway_service(f)["spec"]["selector"]):
+        assert selects(selector, gateway_pod_labels) and not selects(selector, scoring_pod_labels)
+
+
+def test_the_gateway_container_discovers_this_fleet_and_listens_on_its_port():
+    [c] = pod_template(fleet({"port": 8080}))["spec"]["containers"]
+    assert c["command"] == ["python", "-m", "gateway"]
+    assert c["args"] == gateway_args(fleet({"port": 8080})) == [
+        "--fleet", "qwen", "--namespace", "team-a", "--host", "0.0.0.0", "--port", "8080"]
+    assert c["image"] == IMAGE and c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    # readiness on /health: at zero pods the gateway must still take requests, to hold them
+    assert c["readinessProbe"]["httpGet"] == c["livenessProbe"]["httpGet"] == {"path": "/health",
+                                                                               "port": "http"}
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "512Mi"},
+                              "limits": {"cpu": "1", "memory": "512Mi"}}
+
+
+def test_the_gateway_pods_are_scraped_and_run_as_its_service_account():
+    template = pod_template(fleet({"port": 8080, "replicas": 2}))
+    assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true",
+                                                   "prometheus.io/port": "8080",
+                                                   "prometheus.io/path": "/metrics"}
+    assert template["spec"]["serviceAccountName"] == "qwen-gateway"
+    assert build_gateway_deployment(fleet({"replicas": 2}))["spec"]["replicas"] == 2
+    assert build_gateway_service(fleet({"port": 8080}))["spec"]["ports"] == [
+        {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+
+
+def test_the_gateway_may_only_read_pods_in_its_namespace():
+    f = fleet()
+    role, binding = build_gateway_role(f), build_gateway_role_binding(f)
+    assert role["metadata"]["namespace"] == "team-a"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "qwen-gateway"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "qwen-gateway",
+                                    "namespace": "team-a"}]
+    assert build_gateway_service_account(f)["metadata"]["name"] == "qwen-gateway"
+
+
+def test_gateway_address_is_the_services_cluster_dns_name():
+    assert gateway_address(fleet({"port": 8080})) == "http://qwen-gateway.team-a.svc:8080"
+
+
+@pytest.mark.parametrize("build", [build_gateway_deployment, build_gateway_service,
+                                   build_gateway_service_account, build_gateway_role,
+                                   build_gateway_role_binding],
+                         ids=lambda b: b.__name__.removeprefix("build_gateway_"))
+def test_gateway_children_are_valid_kubernetes_objects(build):
+    kubernetes_validate.validate(build(fleet()), K8S_VERSION, strict=True)
