@@ -158,6 +158,7 @@ class Engine:
             self._fail_batch(batch, error)
             return
         self.metrics.observe_cached_tokens(result.num_cached_tokens)
+        self.metrics.observe_computed_tokens(result.num_computed_tokens, result.num_padding_tokens)
         for seq, scores in zip(batch.sequences, result.scores):
             seq.finish(scores)
         self.scheduler.release_finished()

@@ -3,9 +3,9 @@
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
 computed once, in one forward of its own, and its key/value tensors are kept until the request
 leaves the scheduler; every item of that request then attends to them. All items of the batch go
-through ONE forward pass: prefixes are laid out right-padded in the cache (padding masked out), own
-tokens right-padded after them, positions given explicitly, and logits are computed only at each
-item's last token. Right padding everywhere means no attention row is ever fully masked, so no NaN
+through as few forwards as keep padding small: server/batch_layout.py groups the batch by length,
+and each group is one forward, prefixes laid out right-padded in the cache (padding masked out), own
+tokens right-padded after them, positions given explicitly, logits only at each item's last token. Right padding everywhere means no attention row is ever fully masked, so no NaN
 can leak into the real positions, and the scores equal the unshared computation.
 
 Assumes the usual decoder-only layout (logits = output_embeddings(final hidden state)), true for
@@ -18,6 +18,7 @@ from typing import Iterable, Sequence as Seq
 
 import torch
 
+from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.sequence import Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
@@ -27,16 +28,23 @@ KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): 
 class RunResult:
     scores: list[list[float]]  # per sequence, in batch order: one probability per label id
     num_cached_tokens: int     # prefix tokens served from the query cache instead of computed
+    # Token positions this run pushed through the model (new prefixes + every group's padded rows),
+    # and how many of them were padding; prefix padding in the batch cache is attention-only and
+    # not counted.
+    num_computed_tokens: int = 0
+    num_padding_tokens: int = 0
 
 
 class ModelRunner:
-    def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
+                 max_padding_fraction: float = MAX_PADDING_FRACTION) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
         self._prefix_cache: dict[int, KV] = {}
+        self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
 
     @property
     def vocab_size(self) -> int:
@@ -72,8 +80,18 @@ class ModelRunner:
             self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
         num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
         num_computed = sum(len(r.prefix_ids) for r in new)
-        logits = self._last_token_logits(sequences)
-        return RunResult(label_scores(logits, sequences), num_prefix_tokens - num_computed)
+        groups = plan_groups([len(seq.own_ids) for seq in sequences],
+                             [len(seq.request.prefix_ids) for seq in sequences],
+                             self.max_padding_fraction)
+        scores: list[list[float]] = [[] for _ in sequences]
+        for group in groups:
+            rows = [sequences[row] for row in group.rows]
+            for row, row_scores in zip(group.rows,
+                                       label_scores(self._last_token_logits(rows), rows)):
+                scores[row] = row_scores
+        return RunResult(scores, num_prefix_tokens - num_computed,
+                         num_computed + sum(group.num_computed_tokens for group in groups),
+                         sum(group.num_padding_tokens for group in groups))
 
     def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
         input_ids = torch.tensor([prefix_ids], device=self.device)
