@@ -237,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     with contextlib.ExitStack() as stack:
+        # Throughput at saturation, not timeouts: on a busy 2-core machine a queued request can
+        # wait past the server's default 60 s and fail the run (seen, both layouts).
         servers = [stack.enter_context(start_server(
-            "server", ["--model-path", args.model_path, "--dtype", dtype, *threads]))
+            "server", ["--model-path", args.model_path, "--dtype", dtype,
+                       "--request-timeout", "600", *threads]))
             for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
