@@ -2,7 +2,9 @@
 (2) the offline batched path (ModelRunner.run, no HTTP, no scheduler), (3) the server over HTTP at
 saturation (closed loop), interleaved per repeat on the same requests, medians of the repeats; the
 same (2)/(3) in the other dtype and the label-probability difference between dtypes; (4) requests/s
-of the scheduler + HTTP with a model that costs nothing; (5) the server's peak RSS under load.
+of the scheduler + HTTP with a model that costs nothing; (5) the server's peak RSS under load;
+(6) on the first server, the uniform and the mixed-length workload's real tokens/s and the share of
+computed tokens that were padding, from the server's own counters.
 
 Only ratios measured side by side mean anything on a shared machine; absolute numbers move.
 """
@@ -21,7 +23,8 @@ from bench import offline
 from bench.client import run_closed_loop
 from bench.server_process import RssSampler, ServerProcess, start_server
 from bench.summary import LoadPeaks, summarize
-from bench.workload import ScoreBody, Workload, make_bodies, median
+from bench.tokens import read_token_counts
+from bench.workload import MIXED, ScoreBody, Workload, make_bodies, median
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 FREE_BODY = ScoreBody((101,), ((102,),), (9230, 2838))  # the smallest valid request: 1 item
@@ -41,12 +44,36 @@ class Row:
 
 
 @dataclass
+class TokenRow:
+    """One workload on the server: real (non-padding) tokens/s, padding share, items/s per repeat."""
+
+    tokens_per_s: list[float] = field(default_factory=list)
+    padding_fractions: list[float] = field(default_factory=list)
+    items_per_s: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ServerRun:
+    items_per_s: float
+    tokens_per_s: float     # real tokens computed (queries once, items) / time to complete all
+    padding_fraction: float  # of the token positions the forwards computed
+    peaks: LoadPeaks
+
+
+@dataclass
 class Report:
     paths: dict[str, Row] = field(default_factory=dict)
+    tokens: dict[str, TokenRow] = field(default_factory=dict)  # workload name -> its server runs
     notes: list[str] = field(default_factory=list)
 
     def path(self, key: str, name: str, dtype: str) -> Row:
         return self.paths.setdefault(key, Row(name, dtype))
+
+    def add_tokens(self, workload: str, run: ServerRun) -> None:
+        row = self.tokens.setdefault(workload, TokenRow())
+        row.tokens_per_s.append(run.tokens_per_s)
+        row.padding_fractions.append(run.padding_fraction)
+        row.items_per_s.append(run.items_per_s)
 
     def ratio(self, numerator: str, denominator: str) -> float:
         return self.paths[numerator].median / self.paths[denominator].median
@@ -67,29 +94,49 @@ def format_report(report: Report) -> str:
             dtypes = f"{report.paths[num].dtype} vs {report.paths[den].dtype}"
             lines.append(f"- {label} ({dtypes}): {report.ratio(num, den):.2f}x")
     lines += [f"- {note}" for note in report.notes]
-    return "\n".join(lines)
+    return "\n".join(lines + format_tokens(report.tokens))
+
+
+def format_tokens(tokens: dict[str, TokenRow]) -> list[str]:
+    if not tokens:
+        return []
+    header = ("| workload (first server) | real tokens/s (median) | runs | padding share of "
+              "computed tokens | items/s (median) |")
+    lines = ["", header, "|---|---|---|---|---|"]
+    for name, row in tokens.items():
+        runs = ", ".join(f"{run:.0f}" for run in row.tokens_per_s)
+        lines.append(f"| {name} | {median(row.tokens_per_s):.0f} | {runs} | "
+                     f"{median(row.padding_fractions):.1%} | {median(row.items_per_s):.2f} |")
+    if len(tokens) == 2:
+        uniform, mixed = (median(row.tokens_per_s) for row in tokens.values())
+        lines += ["", f"- mixed / uniform real tokens/s: {mixed / uniform:.2f}"]
+    return lines
 
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def server_items_per_s(server: ServerProcess, bodies: list[ScoreBody], concurrency: int,
-                       rss: list[float]) -> tuple[float, LoadPeaks]:
+def server_run(server: ServerProcess, bodies: list[ScoreBody], concurrency: int,
+               rss: list[float]) -> ServerRun:
+    before = read_token_counts(server.url)
     with RssSampler(server.pid) as sampler:
         result = asyncio.run(run_closed_loop(server.url, bodies, concurrency, timeout_s=600))
+    counts = read_token_counts(server.url) - before
     rss.append(sampler.peak_mib)
     summary = summarize(result.outcomes, result.peaks, duration_s=0, target_rate_per_s=0,
                         item_count=len(bodies[0].items), distribution="CLOSED")
     if summary.num_failed:
         raise RuntimeError(f"{summary.num_failed} requests failed: {summary.failed_by_status}")
-    return summary.items_per_s, result.peaks
+    return ServerRun(summary.items_per_s, counts.num_real / summary.time_to_complete_all_s,
+                     counts.padding_fraction, result.peaks)
 
 
 def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: ServerProcess,
-                  batches: list[list[ScoreBody]], args, naive_model=None) -> list:
-    """Interleaved repeats of (naive), offline and server on the same bodies; returns the
-    offline scores of every repeat, for the dtype comparison."""
+                  batches: list[list[ScoreBody]], args, naive_model=None,
+                  mixed_batches: list[list[ScoreBody]] | None = None) -> list:
+    """Interleaved repeats of (naive), offline, server (and the server on mixed lengths) on the
+    same bodies; returns the offline scores of every repeat, for the dtype comparison."""
     rss: list[float] = []
     scores = []
     for repeat, bodies in enumerate(batches, 1):
@@ -101,13 +148,15 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
         report.path("2" + suffix, "offline: ModelRunner.run per request, no HTTP",
                     dtype).runs.append(measured.items_per_s)
         scores.append(measured.scores)
-        items_per_s, peaks = server_items_per_s(server, bodies, args.concurrency, rss)
+        run = server_run(server, bodies, args.concurrency, rss)
         report.path("3" + suffix, f"server over HTTP, closed loop, {args.concurrency} in flight",
-                    dtype).runs.append(items_per_s)
+                    dtype).runs.append(run.items_per_s)
         keys = (["1"] if naive_model is not None else []) + ["2" + suffix, "3" + suffix]
         progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
             f"{key} {report.paths[key].runs[-1]:.2f}" for key in keys) + " items/s; peak "
-            f"running {peaks.peak_running}, waiting {peaks.peak_waiting}")
+            f"running {run.peaks.peak_running}, waiting {run.peaks.peak_waiting}")
+        if mixed_batches:
+            measure_mixed(report, dtype, server, run, mixed_batches[repeat - 1], args, rss)
         if naive_model is not None and repeat == 1:
             num = len(bodies[:args.naive_requests]) * len(bodies[0].items)
             diff = offline.max_abs_diff(naive.scores, measured.scores[:num])
@@ -115,6 +164,17 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
     report.notes.append(f"server ({dtype}) peak RSS: {max(rss):.0f} MiB sampled under load, "
                         f"{server.peak_rss_mib():.0f} MiB VmHWM since start (includes loading)")
     return scores
+
+
+def measure_mixed(report: Report, dtype: str, server: ServerProcess, uniform: ServerRun,
+                  bodies: list[ScoreBody], args, rss: list[float]) -> None:
+    """The mixed-length workload on the same server, right after the uniform one."""
+    mixed = server_run(server, bodies, args.concurrency, rss)
+    report.add_tokens(f"uniform Q=120, I=180 ({dtype})", uniform)
+    report.add_tokens(f"mixed Q~U[40,200], I~U[20,340] ({dtype})", mixed)
+    progress(f"{dtype} real tokens/s: uniform {uniform.tokens_per_s:.0f} (padding "
+             f"{uniform.padding_fraction:.1%}), mixed {mixed.tokens_per_s:.0f} (padding "
+             f"{mixed.padding_fraction:.1%})")
 
 
 def warm_up(runner, server: ServerProcess, body: ScoreBody, args, naive_model=None) -> None:
@@ -153,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--concurrency", type=int, default=2, help="requests in flight against the server")
     add("--free-requests", type=int, default=2000, help="requests against the free server")
     add("--seed", type=int, default=0)
+    add("--mixed", action=argparse.BooleanOptionalAction, default=True,
+        help="also run the mixed-length workload on the first server (row 6)")
     add("--model-path", default="default")
     add("--threads", type=int, default=None,
         help="torch threads in-process and in the servers (--num-threads; default: torch's)")
@@ -165,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     bodies = make_bodies(workload, 1 + args.repeats * args.requests, args.seed)
     warm, rest = bodies[0], bodies[1:]
     batches = [rest[i * args.requests:(i + 1) * args.requests] for i in range(args.repeats)]
+    mixed = make_bodies(MIXED, args.repeats * args.requests, args.seed + 1) if args.mixed else []
+    mixed_batches = [mixed[i * args.requests:(i + 1) * args.requests]
+                     for i in range(args.repeats)] if args.mixed else None
     report = Report()
     dtypes = [args.dtype] + ([args.other_dtype] if args.other_dtype not in ("none", args.dtype)
                              else [])
@@ -172,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     with contextlib.ExitStack() as stack:
+        # Throughput at saturation, not timeouts: on a busy 2-core machine a queued request can
+        # wait past the server's default 60 s and fail the run (seen, both layouts).
         servers = [stack.enter_context(start_server(
-            "server", ["--model-path", args.model_path, "--dtype", dtype, *threads]))
+            "server", ["--model-path", args.model_path, "--dtype", dtype,
+                       "--request-timeout", "600", *threads]))
             for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
@@ -186,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{dtype}: warming up")
             warm_up(runner, server, warm, args, naive_model)
             scores[dtype] = measure_dtype(report, "" if index == 0 else "b", dtype, runner,
-                                          server, batches, args, naive_model)
+                                          server, batches, args, naive_model,
+                                          mixed_batches if index == 0 else None)
         if len(scores) == 2:
             flat = [[row for rep in scores[d] for row in rep] for d in dtypes]
             report.notes.append(

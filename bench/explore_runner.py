@@ -1,12 +1,12 @@
 """`python -m bench.explore_runner`: the knobs of the offline path, side by side in one process,
-interleaved, medians of repeats: torch threads, requests per forward batch, dtype, padding of mixed
-item lengths, and where one request's time goes (query forward / batch cache / items forward).
+interleaved, medians of repeats: torch threads, requests per forward batch, dtype, the padding a
+mixed-length batch may carry per forward (ModelRunner's max_padding_fraction), and where one
+request's time goes (query forward / batch cache / items forward).
 Feeds the proposals for server/model_runner.py in docs/performance.md; prints numbers only.
 """
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 
@@ -14,7 +14,8 @@ import torch
 
 from bench import offline
 from bench.compare import progress
-from bench.workload import ScoreBody, Workload, make_bodies, median
+from bench.workload import MIXED, ScoreBody, Workload, make_bodies, median, num_tokens
+from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
 
 
@@ -23,17 +24,12 @@ def requests_of(bodies: list[ScoreBody]) -> list[Request]:
             for b in bodies]
 
 
-def items_per_s(runner, bodies: list[ScoreBody], per_batch: int, buckets: int = 1) -> float:
-    """Run the bodies `per_batch` requests to a forward batch (the scheduler's batching); with
-    buckets > 1, each batch's sequences sorted by length and run as that many smaller batches."""
+def items_per_s(runner, bodies: list[ScoreBody], per_batch: int) -> float:
+    """Run the bodies `per_batch` requests to a forward batch (the scheduler's batching)."""
     requests = requests_of(bodies)
     start = time.perf_counter()
     for i in range(0, len(requests), per_batch):
-        batch = sorted((seq for r in requests[i:i + per_batch] for seq in r.sequences),
-                       key=lambda seq: len(seq.own_ids))
-        size = -(-len(batch) // buckets)
-        for j in range(0, len(batch), size):
-            runner.run(batch[j:j + size])
+        runner.run([seq for r in requests[i:i + per_batch] for seq in r.sequences])
         runner.keep_only(())
     return sum(len(r.sequences) for r in requests) / (time.perf_counter() - start)
 
@@ -65,11 +61,23 @@ def profile_table(runner, bodies: list[ScoreBody]) -> str:
     return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=20)
 
 
-def mixed_lengths(body: ScoreBody, seed: int) -> ScoreBody:
-    """The same request with item lengths spread uniformly over 20..len(item)."""
-    rng = random.Random(seed)
-    return ScoreBody(body.query, tuple(item[:rng.randint(20, len(item))] for item in body.items),
-                     body.label_token_ids)
+def with_padding(runner: ModelRunner, max_padding_fraction: float) -> ModelRunner:
+    """The same weights, another batch layout."""
+    return ModelRunner(runner.model, runner.tokenizer, runner.device, max_padding_fraction)
+
+
+def build_configs(f32: ModelRunner, bf16: ModelRunner, t: int) -> dict:
+    """name -> (runner, threads, requests per batch, mixed lengths)."""
+    return {
+        f"float32, {t} threads, 1 request/batch": (f32, t, 1, False),
+        "float32, 1 thread, 1 request/batch": (f32, 1, 1, False),
+        f"float32, {t} threads, 4 requests/batch": (f32, t, 4, False),
+        f"bfloat16, {t} threads, 1 request/batch": (bf16, t, 1, False),
+        **{f"float32, {t} threads, mixed lengths, 1 request/batch, <= {f:.0%} padding per forward":
+           (with_padding(f32, f), t, 1, True) for f in (1.0, 0.15, 0.05, 0.0)},
+        f"float32, {t} threads, mixed lengths, 4 requests/batch, <= 5% padding per forward":
+            (f32, t, 4, True),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,34 +93,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bf16 = offline.with_dtype(f32, torch.bfloat16)
     bodies = make_bodies(Workload(), 1 + args.repeats * args.requests, seed=11)
+    mixed = make_bodies(MIXED, args.repeats * args.requests, seed=12)
     offline.runner_scores(f32, bodies[0])
     offline.runner_scores(bf16, bodies[0])
     threads = torch.get_num_threads()
-    t = threads
-    configs = {  # name -> (runner, threads, requests per batch, mixed lengths, length buckets)
-        f"float32, {t} threads, 1 request/batch": (f32, t, 1, False, 1),
-        "float32, 1 thread, 1 request/batch": (f32, 1, 1, False, 1),
-        f"float32, {t} threads, 2 requests/batch": (f32, t, 2, False, 1),
-        f"float32, {t} threads, 4 requests/batch": (f32, t, 4, False, 1),
-        f"bfloat16, {t} threads, 1 request/batch": (bf16, t, 1, False, 1),
-        f"bfloat16, {t} threads, 4 requests/batch": (bf16, t, 4, False, 1),
-        f"float32, {t} threads, items of 20..180 tokens, 1 request/batch (padded to the longest)":
-            (f32, t, 1, True, 1),
-        f"float32, {t} threads, items of 20..180 tokens, sorted into 2 batches by length":
-            (f32, t, 1, True, 2),
-    }
+    configs = build_configs(f32, bf16, threads)
     runs: dict[str, list[float]] = {name: [] for name in configs}
     for repeat in range(args.repeats):
         work = bodies[1 + repeat * args.requests:1 + (repeat + 1) * args.requests]
-        for name, (runner, num_threads, per_batch, mixed, buckets) in configs.items():
+        mixed_work = mixed[repeat * args.requests:(repeat + 1) * args.requests]
+        for name, (runner, num_threads, per_batch, is_mixed) in configs.items():
             torch.set_num_threads(num_threads)
-            shaped = [mixed_lengths(b, i) for i, b in enumerate(work)] if mixed else work
-            runs[name].append(items_per_s(runner, shaped, per_batch, buckets))
-            progress(f"repeat {repeat + 1}: {name}: {runs[name][-1]:.2f} items/s")
+            shaped = mixed_work if is_mixed else work
+            rate = items_per_s(runner, shaped, per_batch)
+            runs[name].append(rate * sum(map(num_tokens, shaped)) / sum(len(b.items) for b in shaped))
+            progress(f"repeat {repeat + 1}: {name}: {runs[name][-1]:.0f} real tokens/s")
     torch.set_num_threads(threads)
-    print("| configuration of ModelRunner.run | items/s (median) | runs |\n|---|---|---|")
+    print("| configuration of ModelRunner.run | real tokens/s (median) | runs |\n|---|---|---|")
     for name, values in runs.items():
-        print(f"| {name} | {median(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
+        print(f"| {name} | {median(values):.0f} | {', '.join(f'{v:.0f}' for v in values)} |")
     # One thread: a 2-thread phase split is dominated by whoever else shares the cores.
     torch.set_num_threads(1)
     for runner, dtype in ((f32, "float32"), (bf16, "bfloat16")):

@@ -173,6 +173,7 @@ class Engine:
                 self._reject(request, InternalError(message))
             return
         self.metrics.observe_cached_tokens(result.num_cached_tokens)
+        self.metrics.observe_computed_tokens(result.num_computed_tokens, result.num_padding_tokens)
         finished_s = time.perf_counter()
         for request in self.scheduler.finish(batch, result.scores):
             if not request.future.done():  # not timed out or disconnected meanwhile

@@ -26,6 +26,8 @@ class ServerMetrics:
         self.num_cached_tokens = 0
         self.num_requests = 0
         self.num_aborted_requests = 0
+        self.num_computed_tokens = 0  # token positions the forwards computed, padding included
+        self.num_padding_tokens = 0
         self.registry = CollectorRegistry()
         self.registry.register(_ScrapeTimeCollector(self))
         self.e2e_latency = Histogram(
@@ -43,6 +45,10 @@ class ServerMetrics:
 
     def observe_cached_tokens(self, num_tokens: int) -> None:
         self.num_cached_tokens += num_tokens
+
+    def observe_computed_tokens(self, num_computed: int, num_padding: int) -> None:
+        self.num_computed_tokens += num_computed
+        self.num_padding_tokens += num_padding
 
     def observe_aborted(self) -> None:
         self.num_aborted_requests += 1
@@ -90,3 +96,8 @@ class _ScrapeTimeCollector:
                       m.num_aborted_requests)
         yield counter("cached_tokens", "Prompt tokens served from the query cache.",
                       m.num_cached_tokens)
+        # Not SGLang's: what the forwards computed, so benchmarks measure padding, not estimate it.
+        yield counter("computed_tokens", "Token positions computed by forwards, padding included.",
+                      m.num_computed_tokens)
+        yield counter("padding_tokens", "Computed token positions that were padding.",
+                      m.num_padding_tokens)

@@ -3,12 +3,13 @@
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
 computed once, in one forward of its own, and its key/value tensors are kept until the request
 leaves the scheduler (all of them on full-attention layers, the last window - 1 on sliding ones:
-all an item can still see); every item of that request then attends to them. All items of the
-batch go through ONE forward pass: prefixes right-padded in a fresh cache, own tokens right-padded
-after them, positions given explicitly, and one mask per layer type (full or sliding) built from
-true positions (attention_masks.py). Logits only at each item's last token, through lm_head and
-the family's final soft-capping. Scores equal the unshared computation for the families that
-model_support.py allows; any other model is refused here. Never sees a queue; never decodes.
+all an item can still see); every item of that request then attends to them. The batch's items go
+through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
+prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
+explicitly, and one mask per layer type (full or sliding) built from true positions
+(attention_masks.py). Logits only at each item's last token, through lm_head and the family's final
+soft-capping. Scores equal the unshared computation for the families that model_support.py allows;
+any other model is refused here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
+from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
 from server.sequence import Sequence
 
@@ -28,10 +30,16 @@ KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): 
 class RunResult:
     scores: list[list[float]]  # per sequence, in batch order: one probability per label id
     num_cached_tokens: int     # prefix tokens served from the query cache instead of computed
+    # Token positions this run pushed through the model (new prefixes + every group's padded rows),
+    # and how many of them were padding; prefix padding in the batch cache is attention-only and
+    # not counted.
+    num_computed_tokens: int = 0
+    num_padding_tokens: int = 0
 
 
 class ModelRunner:
-    def __init__(self, model, tokenizer, device: torch.device | str = "cpu") -> None:
+    def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
+                 max_padding_fraction: float = MAX_PADDING_FRACTION) -> None:
         reason = unsupported_reason(model.config)
         if reason is not None:
             raise ValueError(f"the runner cannot score this model exactly: {reason}")
@@ -44,6 +52,7 @@ class ModelRunner:
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
         self._softcap = final_logit_softcap(model.config)
         self._prefix_cache: dict[int, KV] = {}
+        self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
 
     @property
     def vocab_size(self) -> int:
@@ -79,8 +88,18 @@ class ModelRunner:
             self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
         num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
         num_computed = sum(len(r.prefix_ids) for r in new)
-        logits = self._last_token_logits(sequences)
-        return RunResult(label_scores(logits, sequences), num_prefix_tokens - num_computed)
+        groups = plan_groups([len(seq.own_ids) for seq in sequences],
+                             [len(seq.request.prefix_ids) for seq in sequences],
+                             self.max_padding_fraction)
+        scores: list[list[float]] = [[] for _ in sequences]
+        for group in groups:
+            rows = [sequences[row] for row in group.rows]
+            for row, row_scores in zip(group.rows,
+                                       label_scores(self._last_token_logits(rows), rows)):
+                scores[row] = row_scores
+        return RunResult(scores, num_prefix_tokens - num_computed,
+                         num_computed + sum(group.num_computed_tokens for group in groups),
+                         sum(group.num_padding_tokens for group in groups))
 
     def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
         from transformers import DynamicCache

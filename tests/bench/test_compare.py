@@ -48,3 +48,18 @@ def test_notes_are_listed():
 def test_defaults_are_the_issue_figure_and_fit_five_minutes():
     args = build_parser().parse_args([])
     assert (args.dtype, args.other_dtype, args.repeats) == ("float32", "bfloat16", 3)
+
+
+def test_tokens_table_and_mixed_to_uniform_ratio():
+    from bench.compare import ServerRun
+    from bench.summary import LoadPeaks
+
+    report = Report()
+    for tokens, padding in ((400.0, 0.0), (420.0, 0.0), (380.0, 0.0)):
+        report.add_tokens("uniform", ServerRun(2.0, tokens, padding, LoadPeaks()))
+    for tokens, padding in ((340.0, 0.04), (360.0, 0.03), (350.0, 0.05)):
+        report.add_tokens("mixed", ServerRun(1.9, tokens, padding, LoadPeaks()))
+    text = format_report(report)
+    assert "| uniform | 400 | 400, 420, 380 | 0.0% | 2.00 |" in text
+    assert "| mixed | 350 | 340, 360, 350 | 4.0% | 1.90 |" in text
+    assert "- mixed / uniform real tokens/s: 0.88" in text

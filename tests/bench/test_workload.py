@@ -3,7 +3,16 @@ import math
 
 import pytest
 
-from bench.workload import MIN_TOKEN_ID, Workload, make_bodies, median, percentile, poisson_send_times
+from bench.workload import (
+    MIN_TOKEN_ID,
+    MIXED,
+    Workload,
+    make_bodies,
+    median,
+    num_tokens,
+    percentile,
+    poisson_send_times,
+)
 
 
 @pytest.mark.parametrize("values, q, expected", [
@@ -77,3 +86,20 @@ def test_poisson_send_times_are_reproducible_and_open_loop():
 def test_poisson_send_times_reject(rate, duration):
     with pytest.raises(ValueError):
         poisson_send_times(rate, duration, seed=0)
+
+
+def test_mixed_lengths_stay_in_their_ranges_and_are_seeded():
+    bodies = make_bodies(MIXED, 40, seed=3)
+    queries = [len(body.query) for body in bodies]
+    items = [len(item) for body in bodies for item in body.items]
+    assert 40 <= min(queries) and max(queries) <= 200 and len(set(queries)) > 10
+    assert 20 <= min(items) and max(items) <= 340 and len(set(items)) > 50
+    assert 120 * 0.8 < sum(queries) / len(queries) < 120 * 1.2  # the uniform workload's means
+    assert 180 * 0.9 < sum(items) / len(items) < 180 * 1.1
+    assert make_bodies(MIXED, 40, seed=3) == bodies
+    assert num_tokens(bodies[0]) == queries[0] + sum(items[:10])
+
+
+def test_a_bad_range_is_refused():
+    with pytest.raises(ValueError, match="item_tokens_range"):
+        Workload(item_tokens_range=(30, 20))

@@ -2,6 +2,8 @@
 computation (one plain forward per item)."""
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
@@ -80,3 +82,31 @@ def test_tokenize_adds_no_special_tokens(runner):
     assert runner.tokenize("Yes") == runner.tokenizer("Yes", add_special_tokens=False)["input_ids"]
     assert runner.vocab_size == runner.model.config.vocab_size
     assert runner.max_context_tokens == 256
+
+
+@pytest.mark.parametrize("max_padding_fraction", [0.05, 1.0], ids=["grouped", "one-forward"])
+def test_mixed_lengths_across_requests_match_an_independent_forward(tiny_model_dir,
+                                                                    max_padding_fraction):
+    model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
+    runner = ModelRunner(model, tokenizer, max_padding_fraction=max_padding_fraction)
+    rng = random.Random(7)
+
+    def ids(n):
+        return tuple(rng.randrange(1, runner.vocab_size) for _ in range(n))
+
+    requests = [Request.create(ids(rng.randint(4, 20)),
+                               [ids(rng.randint(2, 34)) for _ in range(rng.randint(2, 6))],
+                               rng.choice([LABELS, SOFTMAX])) for _ in range(4)]
+    requests.append(Request.create((), [ids(9), ids(30)], LABELS))  # no shared prefix
+    sequences = [seq for request in requests for seq in request.sequences]
+    rng.shuffle(sequences)
+    result = runner.run(sequences)
+    for seq, row in zip(sequences, result.scores):
+        expected = reference(runner, list(seq.request.prefix_ids + seq.own_ids),
+                             seq.request.options)
+        assert row == pytest.approx(expected, abs=1e-4)
+    own = [len(seq.own_ids) for seq in sequences]
+    num_prefixes = sum(len(r.prefix_ids) for r in requests)
+    assert result.num_computed_tokens - result.num_padding_tokens == num_prefixes + sum(own)
+    if max_padding_fraction == 1.0:  # one forward padded to the longest item
+        assert result.num_padding_tokens == len(own) * max(own) - sum(own)

@@ -1,0 +1,46 @@
+"""plan_groups: every row once, shortest first, padding and token budget bounded per group."""
+import pytest
+
+from server.batch_layout import plan_groups
+
+
+def rows_of(groups):
+    return [group.rows for group in groups]
+
+
+@pytest.mark.parametrize("own, prefix, fraction, budget, expected", [
+    ([5, 5, 5], [3, 3, 3], 0.05, None, [(0, 1, 2)]),
+    # sorted by own length; 10 and 40 together would be 50 % padding
+    ([40, 10, 11], [0, 0, 0], 0.1, None, [(1, 2), (0,)]),
+    # the old layout: everything in one forward, padded to the longest
+    ([40, 10, 11], [0, 0, 0], 1.0, None, [(1, 2, 0)]),
+    # equal own lengths: the shorter prefix first
+    ([7, 7], [9, 2], 0.0, None, [(1, 0)]),
+    # budget of 20 computed tokens: two rows of 10 fit, a third does not
+    ([10, 10, 10], [0, 0, 0], 0.05, 20, [(0, 1), (2,)]),
+    # a row longer than the budget runs alone
+    ([50, 5], [0, 0], 0.05, 20, [(1,), (0,)]),
+    ([], [], 0.05, None, []),
+], ids=["equal", "cut-at-padding", "one-group", "prefix-tiebreak", "budget", "over-budget-alone",
+        "empty"])
+def test_plan_groups(own, prefix, fraction, budget, expected):
+    assert rows_of(plan_groups(own, prefix, fraction, budget)) == expected
+
+
+def test_padding_stays_under_the_fraction_and_rows_are_covered_once():
+    own = [20 + (i * 37) % 320 for i in range(40)]
+    groups = plan_groups(own, [0] * len(own), 0.05)
+    assert sorted(row for group in groups for row in group.rows) == list(range(len(own)))
+    for group in groups:
+        assert group.num_padding_tokens <= 0.05 * group.num_computed_tokens
+        assert group.max_own_tokens == max(own[row] for row in group.rows)
+
+
+def test_padding_is_counted():
+    (group,) = plan_groups([3, 5], [0, 0], 1.0)
+    assert (group.num_computed_tokens, group.num_padding_tokens) == (10, 2)
+
+
+def test_mismatched_lengths_are_refused():
+    with pytest.raises(ValueError, match="prefix lengths"):
+        plan_groups([1, 2], [0])
