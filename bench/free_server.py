@@ -13,7 +13,7 @@ import uvicorn
 from server.app import create_app
 from server.config import ServerConfig, parse_args
 from server.engine import Engine
-from server.model_runner import RunResult
+from server.sequence import RunResult
 
 
 @dataclass(frozen=True)

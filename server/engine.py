@@ -18,10 +18,9 @@ from server.config import ServerConfig
 from server.errors import InternalError, RequestTimeout, ServiceUnavailable
 from server.inputs import InputLimits, prepare
 from server.metrics import ServerMetrics
-from server.model_runner import RunResult
 from server.scheduler import Batch, Load, QueueFull, Scheduler, SchedulerLimits
 from server.schemas import ScoreRequest
-from server.sequence import Request, Sequence
+from server.sequence import Request, RunResult, Sequence
 
 log = logging.getLogger(__name__)
 

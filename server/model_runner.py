@@ -13,7 +13,6 @@ any other model is refused here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Sequence as Seq
 
 import torch
@@ -21,20 +20,9 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
-from server.sequence import Sequence
+from server.sequence import RunResult, Sequence
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    scores: list[list[float]]  # per sequence, in batch order: one probability per label id
-    num_cached_tokens: int     # prefix tokens served from the query cache instead of computed
-    # Token positions this run pushed through the model (new prefixes + every group's padded rows),
-    # and how many of them were padding; prefix padding in the batch cache is attention-only and
-    # not counted.
-    num_computed_tokens: int = 0
-    num_padding_tokens: int = 0
 
 
 class ModelRunner:

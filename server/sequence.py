@@ -77,3 +77,16 @@ class Request:
     @property
     def scores(self) -> list[list[float]]:
         return [seq.scores for seq in self.sequences]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a runner returns for one batch (the engine hands the scores to the scheduler)."""
+
+    scores: list[list[float]]  # per sequence, in batch order: one probability per label id
+    num_cached_tokens: int     # prefix tokens served from the query cache instead of computed
+    # Token positions this run pushed through the model (new prefixes + every group's padded rows),
+    # and how many of them were padding; prefix padding in the batch cache is attention-only and
+    # not counted.
+    num_computed_tokens: int = 0
+    num_padding_tokens: int = 0

@@ -20,7 +20,7 @@ from server.config import ServerConfig
 from server.connections import uvicorn_config
 from server.drain import DrainingServer
 from server.engine import Engine
-from server.model_runner import RunResult
+from server.sequence import RunResult
 
 CORPUS = [
     "What is the capital of California? Answer Yes or No for each of the following options:",
