@@ -96,6 +96,7 @@ class Decision:
     degraded: bool
     conditions: tuple[Condition, ...]
     history: History = field(default_factory=History)
+    pods_to_go: tuple[str, ...] = ()  # on a scale-down, the pods expected to be removed (scale_in.py)
 
     @property
     def is_rescale(self) -> bool:
@@ -118,7 +119,7 @@ class Decision:
 
     def to_status(self) -> dict:
         """status.lastDecision: inputs and each step of the maths, JSON-ready."""
-        return {
+        out = {
             "time": format_time(self.time),
             "currentReplicas": self.current_replicas,
             "desiredReplicas": self.desired_replicas,
@@ -135,6 +136,9 @@ class Decision:
             "metricsDegraded": self.degraded,
             "pods": [v.to_status() for v in self.pods],
         }
+        if self.pods_to_go:
+            out["podsToGo"] = list(self.pods_to_go)
+        return out
 
 
 def _round(x: float | None) -> float | None:

@@ -13,7 +13,7 @@ IO_LIBRARIES = {"kubernetes", "kopf", "aiohttp", "httpx", "urllib3", "requests"}
 PURE = ["names", "clock", "quantity", "crd", "fields", "spec", "drift", "status", "context",
         "builders", "builders.deployment", "builders.service", "builders.pdb", "builders.hpa",
         "autoscaling.spec", "autoscaling.values", "autoscaling.history", "autoscaling.replicas",
-        "autoscaling.behavior", "autoscaling.decide"]
+        "autoscaling.behavior", "autoscaling.decide", "autoscaling.scale_in"]
 
 
 def source(module: str) -> Path:

@@ -24,7 +24,7 @@ NAMESPACED_GRANTS = {
     ("", "services"): CREATE_GET_PATCH,
     ("policy", "poddisruptionbudgets"): CREATE_GET_PATCH,
     ("autoscaling", "horizontalpodautoscalers"): CREATE_GET_PATCH | {"delete"},  # leaving hpa mode
-    ("", "pods"): frozenset({"list"}),  # listed by label and scraped, never changed
+    ("", "pods"): frozenset({"list", "patch"}),  # listed and scraped; pod-deletion-cost before a scale-down
     ("", "events"): frozenset({"create"}),
 }
 # What kopf needs cluster-wide in every mode.

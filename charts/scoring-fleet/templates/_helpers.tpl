@@ -101,10 +101,11 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["create", "get", "patch", "delete"]
-# Pods are only listed (by the fleet label): the autoscaler scrapes each pod's /metrics at its podIP.
+# Pods are listed (by the fleet label; the autoscaler scrapes each pod's /metrics at its podIP) and
+# patched only for their pod-deletion-cost annotation before a scale-down (the idlest go first).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "patch"]
 # Events about reconciles and scaling decisions.
 - apiGroups: [""]
   resources: ["events"]
