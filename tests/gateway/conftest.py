@@ -1,2 +1,2 @@
 """The Kubernetes API emulator's `kube_api` fixture, for the discovery tests (the one import of it)."""
-from tests.kube_emulator.fixtures import kube_api  # noqa: F401
+from kube_emulator.fixtures import *  # noqa: F401,F403
