@@ -121,13 +121,14 @@ def fleet_pods(kube_api: Any, fleet: str, num_pods: int, folder: Path) -> Iterat
 
 
 class PodWatcher:
-    """Polls the fleet's pods every 50 ms: the deletion cost each carried when it began
-    terminating, and the order in which pods disappeared."""
+    """Polls the fleet's pods every 50 ms: every pod's deletion cost at the moment each pod was
+    first seen terminating, and the order in which pods disappeared."""
 
     def __init__(self, kube_api: Any, fleet: str) -> None:
         self.kube_api, self.fleet = kube_api, fleet
-        self.cost_when_deleted: dict[str, str | None] = {}
-        self.costs: dict[str, str | None] = {}  # the last seen, per pod still there
+        # pod -> {every pod then present: its pod-deletion-cost annotation}, when it began terminating
+        self.costs_when_deleted: dict[str, dict[str, str | None]] = {}
+        self.costs: dict[str, str | None] = {}  # the last seen, per pod
         self.gone: list[str] = []
         self._seen: set[str] = set()
         self._stop = threading.Event()
@@ -152,14 +153,14 @@ class PodWatcher:
             "GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={FLEET_LABEL}%3D{self.fleet}")
         if status != 200:
             return
-        present = set()
+        costs = {pod["metadata"]["name"]: (pod["metadata"].get("annotations") or {}).get(DELETION_COST)
+                 for pod in answer["items"]}
+        self.costs.update(costs)
         for pod in answer["items"]:
-            meta = pod["metadata"]
-            name, cost = meta["name"], (meta.get("annotations") or {}).get(DELETION_COST)
-            present.add(name)
-            self.costs[name] = cost
-            if meta.get("deletionTimestamp") and name not in self.cost_when_deleted:
-                self.cost_when_deleted[name] = cost
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp") and name not in self.costs_when_deleted:
+                self.costs_when_deleted[name] = costs
+        present = set(costs)
         self.gone += sorted(self._seen - present - set(self.gone))
         self._seen |= present
 
