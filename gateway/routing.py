@@ -3,9 +3,10 @@ fresh), forward, and retry once on another worker when that is safe.
 
 Retried: refused, reset before any response byte, a 503 (full or draining). Never a 4xx, a 500
 or a 504: those are answers. Scoring is idempotent, so a retried request is never done twice in
-a way a client can see. A draining worker's 503 does not use up the retry: the request moves on to
-a worker it has not tried (several workers start draining at once on a scale-in, and stay in
-rotation until the watch event that drops them arrives).
+a way a client can see. A worker that did no work because it is leaving (a draining 503, or a
+refused connection once it has exited) does not use up the retry: the request moves on to a worker
+it has not tried. On a scale-in several workers leave at once, and stay in rotation until the
+watch event that drops them arrives.
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ class Router:
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()
-        outcome = await self._attempt_past_draining(worker, body, headers, num_sequences, tried)
+        outcome = await self._attempt_past_leaving(worker, body, headers, num_sequences, tried)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
@@ -80,7 +81,7 @@ class Router:
         retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream))
         if retry_worker is None:
             return outcome if isinstance(outcome, Upstream) else self._no_worker()
-        second = await self._attempt_past_draining(retry_worker, body, headers, num_sequences, tried)
+        second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
             return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
         return second
@@ -96,19 +97,20 @@ class Router:
         except WaitingRoomFull:
             return None
 
-    async def _attempt_past_draining(self, worker: Worker, body: bytes, headers: Mapping[str, str],
-                                     num_sequences: int, tried: set[str]) -> Upstream | Unreachable:
-        """An attempt on `worker`, then, while the answer is a draining worker's 503, on a fresh
-        worker not yet tried (bounded by their number); the last draining 503 if none is left."""
+    async def _attempt_past_leaving(self, worker: Worker, body: bytes, headers: Mapping[str, str],
+                                    num_sequences: int, tried: set[str]) -> Upstream | Unreachable:
+        """An attempt on `worker`, then, while the worker is leaving (a draining 503, or refused),
+        on a fresh worker not yet tried (so at most once each); the last outcome if none is left."""
         while True:
             tried.add(worker.url)
             outcome = await self._attempt(worker, body, headers, num_sequences)
-            if not (isinstance(outcome, Upstream) and outcome.draining):
-                return outcome
-            next_worker = self.choose(exclude=tried)
+            leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
+                       "refused" if isinstance(outcome, Unreachable) and outcome.reason == "refused"
+                       else None)
+            next_worker = self.choose(exclude=tried) if leaving else None
             if next_worker is None:
                 return outcome
-            self.metrics.retries.labels(reason="draining").inc()
+            self.metrics.retries.labels(reason=leaving).inc()
             worker = next_worker
 
     async def _attempt(self, worker: Worker, body: bytes, headers: Mapping[str, str],
