@@ -5,11 +5,15 @@ Three paced scoring servers (tests/reliability/fleet.py) are the fleet's pods, `
 --fleet` is in front, and an open loop sends steady traffic through it. (a) The real operator
 scales the fleet 3 -> 1 as the load drops: the two idlest pods carry the lowest deletion costs and
 are the ones removed, and every request gets 200. (b) One pod is deleted (kubectl) while it has
-requests in flight: every request gets 200. Run with -s for the counts by status.
+requests in flight: every request gets 200; in the slow tier, two at once at 5x the rate. Run
+with -s for the counts by status.
 """
 from __future__ import annotations
 
+import threading
+
 import httpx
+import pytest
 
 from tests.fleet_operator.waiting import wait_for
 from tests.gateway.support import gateway_process, sample, wait_until
@@ -118,3 +122,34 @@ def test_a_pod_deleted_under_load_loses_no_request(kube_api, tmp_path):
 
     assert_all_200([steady])
     assert servers.procs[1].returncode == 0 and "drained in" in servers.log(1)
+
+
+@pytest.mark.slow
+def test_two_pods_deleted_at_once_under_heavier_load_lose_no_request(kube_api, tmp_path):
+    # A scale-in's worst moment at 5x the rate: two of three pods begin draining in the same
+    # instant, and requests reach them before the gateway's watch drops them.
+    name = "pair"
+    with fleet_pods(kube_api, name, 3, tmp_path) as servers, \
+            gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
+                            env=kube_api.env) as gateway, \
+            PodWatcher(kube_api, name) as pods:
+        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+        steady = Stream("steady (open loop, gateway)", gateway, num_items=1,
+                        rate_per_s=5 * STEADY_PER_S)
+        with Traffic(steady):
+            wait_until(lambda: len(steady.answers) >= 2 * STEADY_PER_S, timeout_s=15)
+            deleting = [threading.Thread(target=kube_api.request,
+                                         args=("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}-{i}"))
+                        for i in (0, 1)]
+            for thread in deleting:
+                thread.start()
+            for thread in deleting:
+                thread.join()
+            wait_for(lambda: len(pods.gone) == 2, "both pods drained and gone", timeout_s=15)
+            num_answers = len(steady.answers)
+            wait_for(lambda: len(steady.answers) >= num_answers + 5 * STEADY_PER_S,
+                     "a second more of traffic on the one pod left")
+        report("two pods deleted at once, 100 requests/s", [steady], gateway)
+
+    assert_all_200([steady])
+    assert [servers.procs[i].returncode for i in (0, 1)] == [0, 0]
