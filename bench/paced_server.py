@@ -1,20 +1,20 @@
 """A scoring server whose "model" takes wall time but no CPU: every batch sleeps
 batch_s + sequence_s * its sequences (the way a GPU keeps a worker busy while its CPU idles), so a
-2-core machine can host several busy workers and a router's choices show in the latencies.
+2-core machine can host several busy workers and a router's choices show in the latencies. It serves
+as `python -m server` does (server.__main__.serve: the SIGTERM drain, the exit code).
 
   python -m bench.paced_server --port 30101 --batch-s 0.005 --sequence-s 0.004 [server flags]
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from dataclasses import dataclass
 
-import uvicorn
-
 from bench.free_server import FreeRunner
-from server.app import create_app
+from server.__main__ import serve
 from server.config import parse_args
 from server.engine import Engine
 
@@ -36,9 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     pace, rest = front.parse_known_args(argv)
     config = parse_args(rest).resolve("cpu", "float32")  # the pace is the model: CPU defaults
     runner = PacedRunner(batch_s=pace.batch_s, sequence_s=pace.sequence_s)
-    uvicorn.run(create_app(config, Engine(config, runner)), host=config.host, port=config.port,
-                log_level="warning")
-    return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The drain's lines, not a line per request: a benchmark's client shares the CPU.
+    logging.getLogger("uvicorn.access").addFilter(lambda record: False)
+    return serve(config, Engine(config, runner))
 
 
 if __name__ == "__main__":

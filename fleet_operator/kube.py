@@ -2,9 +2,9 @@
 
 Plain dicts in and out over the `kubernetes` client's REST layer: get, create, merge-patch, delete,
 create-or-patch of a child (patching only drifted fields), the fleet's status subresource (written
-with a resourceVersion precondition, retried on 409) and scale subresource, Pods of a fleet, and
-Events. Errors become ApiError with the HTTP status; callers decide what to retry (is_retryable).
-Synchronous: kopf runs sync handlers in its thread pool.
+with a resourceVersion precondition, retried on 409) and scale subresource, Pods of a fleet (listed;
+annotated), and Events. Errors become ApiError with the HTTP status; callers decide what to retry
+(is_retryable). Synchronous: kopf runs sync handlers in its thread pool.
 """
 from __future__ import annotations
 
@@ -227,6 +227,19 @@ def list_pods(api: kubernetes.client.ApiClient, namespace: str,
     answer = request(api, "GET", object_path("v1", "Pod", namespace),
                      query={"labelSelector": label_selector})
     return list(answer.get("items") or [])
+
+
+def annotate_pod(api: kubernetes.client.ApiClient, namespace: str, name: str,
+                 annotations: Mapping[str, str]) -> dict[str, Any] | None:
+    """Merge `annotations` into a Pod's metadata.annotations; None if the pod is gone."""
+    try:
+        return request(api, "PATCH", object_path("v1", "Pod", namespace, name),
+                       body={"metadata": {"annotations": dict(annotations)}},
+                       content_type=MERGE_PATCH)
+    except ApiError as e:
+        if e.status == 404:
+            return None
+        raise
 
 
 def post_event(api: kubernetes.client.ApiClient, involved: Mapping[str, Any], type_: str,

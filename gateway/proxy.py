@@ -19,6 +19,9 @@ class Upstream:
     status: int
     headers: dict[str, str]
     body: bytes
+    # A 503 that closes the connection: the worker is draining ("retry on another replica") and
+    # did no work for this request.
+    draining: bool = False
 
 
 class Unreachable(Exception):
@@ -51,4 +54,5 @@ async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
     except aiohttp.ClientError as error:
         raise BrokenAnswer(f"{worker_url} broke off its answer: {error}") from error
     kept = {name: response.headers[name] for name in RESPONSE_HEADERS if name in response.headers}
-    return Upstream(response.status, kept, payload)
+    closing = response.headers.get("connection", "").lower() == "close"
+    return Upstream(response.status, kept, payload, draining=response.status == 503 and closing)

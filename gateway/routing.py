@@ -3,14 +3,17 @@ fresh), forward, and retry once on another worker when that is safe.
 
 Retried: refused, reset before any response byte, a 503 (full or draining). Never a 4xx, a 500
 or a 504: those are answers. Scoring is idempotent, so a retried request is never done twice in
-a way a client can see.
+a way a client can see. A worker that did no work because it is leaving (a draining 503, or a
+refused connection once it has exited) does not use up the retry: the request moves on to a worker
+it has not tried. On a scale-in several workers leave at once, and stay in rotation until the
+watch event that drops them arrives.
 """
 from __future__ import annotations
 
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import aiohttp
 
@@ -52,11 +55,11 @@ class Router:
         self.rng = rng or random.Random()
         self._turn = 0
 
-    def choose(self, exclude: str | None = None) -> Worker | None:
-        """A fresh worker other than `exclude`; a retry (exclude given) keeps the round-robin turn."""
-        fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url != exclude]
+    def choose(self, exclude: Collection[str] = ()) -> Worker | None:
+        """A fresh worker not in `exclude`; a retry (exclude given) keeps the round-robin turn."""
+        fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
         worker = pick(fresh, self.config.policy, self.rng, self._turn)
-        if worker is not None and exclude is None:
+        if worker is not None and not exclude:
             self._turn += 1
         return worker
 
@@ -69,29 +72,46 @@ class Router:
             return error_reply(503, "ServiceUnavailableError", str(error), 1)
         if worker is None:
             return self._no_worker()
-        outcome = await self._attempt(worker, body, headers, num_sequences)
+        tried: set[str] = set()
+        outcome = await self._attempt_past_leaving(worker, body, headers, num_sequences, tried)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
         self.metrics.retries.labels(reason=reason).inc()
-        retry_worker = await self._retry_worker(worker.url, isinstance(outcome, Upstream))
+        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream))
         if retry_worker is None:
             return outcome if isinstance(outcome, Upstream) else self._no_worker()
-        second = await self._attempt(retry_worker, body, headers, num_sequences)
+        second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
             return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
         return second
 
-    async def _retry_worker(self, failed_url: str, answered: bool) -> Worker | None:
+    async def _retry_worker(self, tried: set[str], answered: bool) -> Worker | None:
         # A worker that answered 503 is alive and its 503 is a fine answer: take another worker
         # only if one is ready now. One that did not answer is no answer: wait for another.
         if answered:
-            return self.choose(exclude=failed_url)
+            return self.choose(exclude=tried)
         try:
-            return await self.waiting.take(lambda: self.choose(exclude=failed_url),
+            return await self.waiting.take(lambda: self.choose(exclude=tried),
                                            self.config.queue_timeout_s)
         except WaitingRoomFull:
             return None
+
+    async def _attempt_past_leaving(self, worker: Worker, body: bytes, headers: Mapping[str, str],
+                                    num_sequences: int, tried: set[str]) -> Upstream | Unreachable:
+        """An attempt on `worker`, then, while the worker is leaving (a draining 503, or refused),
+        on a fresh worker not yet tried (so at most once each); the last outcome if none is left."""
+        while True:
+            tried.add(worker.url)
+            outcome = await self._attempt(worker, body, headers, num_sequences)
+            leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
+                       "refused" if isinstance(outcome, Unreachable) and outcome.reason == "refused"
+                       else None)
+            next_worker = self.choose(exclude=tried) if leaving else None
+            if next_worker is None:
+                return outcome
+            self.metrics.retries.labels(reason=leaving).inc()
+            worker = next_worker
 
     async def _attempt(self, worker: Worker, body: bytes, headers: Mapping[str, str],
                        num_sequences: int) -> Upstream | Unreachable:

@@ -5,7 +5,7 @@ The I/O around decide(), as reconcile.py is for reconcile: the fleet and its Pod
 its pods' waiting requests through demand.py, in the same event loop), the status fields from
 status.py. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
 .spec.replicas there), the autoscaler's status fields and conditions, and an Event when the decision
-is news.
+is news; before a scale-down, the pods' deletion costs (scale_in.py), so the idlest pods go.
 
 NOTE: synchronous on purpose. kube.py blocks, and FleetLocks are threading locks shared with the
 reconcile handlers, which kopf runs in its thread pool; so the timer is a sync handler (a worker
@@ -15,6 +15,7 @@ own (asyncio.run).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from fleet_operator import kube, names
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.demand import scrape_gateway
 from fleet_operator.autoscaling.history import history_from_status
+from fleet_operator.autoscaling.scale_in import DELETION_COST, cost_patches, deletion_costs, with_pods_to_go
 from fleet_operator.autoscaling.scraper import ScrapeResult, pod_sample, scrape_pods, total_gauges
 from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, GatewayDemand
@@ -39,6 +41,8 @@ TICK_S = 1.0
 MAX_SCRAPE_TIMEOUT_S = 2.0
 # A scale write refused because the fleet changed under it is retried over a fresh read this often.
 MAX_SCALE_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 
 class DeploymentMissing(Exception):
@@ -112,9 +116,11 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     results, gateway = asyncio.run(_scrape(serving, gateway_pods, fleet, ctx))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
     history = history_from_status((body.get("status") or {}).get("autoscalerHistory"))
-    decision = decide(samples, fleet.replicas, fleet.autoscaling, history, now, gateway)
+    decision = with_pods_to_go(decide(samples, fleet.replicas, fleet.autoscaling, history, now, gateway))
     gauges = total_gauges(results)
     with ctx.locks.for_fleet(namespace, name):
+        if decision.pods_to_go:
+            _set_deletion_costs(ctx, namespace, pods, decision)
         return _apply(ctx, body, decision, gauges.running, gauges.waiting)
 
 
@@ -147,6 +153,23 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
 def _is_serving(pod: Mapping[str, Any]) -> bool:
     sample = pod_sample(pod, None)
     return sample.phase == "Running" and sample.ready and not sample.deleting
+
+
+def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[str, Any]],
+                        decision: Decision) -> None:
+    """Idlest first: each pod's pod-deletion-cost from the decision's samples, patched only where it
+    changes, before replicas go down. A pod that cannot be annotated for good (e.g. 403) is logged
+    and the scale-down goes ahead in the ReplicaSet's own order (its drain still loses nothing); a
+    retryable error fails the tick, which is retried."""
+    current = {p["metadata"]["name"]: (p["metadata"].get("annotations") or {}).get(DELETION_COST)
+               for p in pods}
+    for name, value in cost_patches(deletion_costs(decision.pods), current).items():
+        try:
+            kube.annotate_pod(ctx.api, namespace, name, {DELETION_COST: value})
+        except kube.ApiError as e:
+            if kube.is_retryable(e.status):
+                raise
+            log.warning("could not set %s on pod %s/%s: %s", DELETION_COST, namespace, name, e)
 
 
 def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, running: float,

@@ -111,6 +111,7 @@ class Decision:
     conditions: tuple[Condition, ...]
     history: History = field(default_factory=History)
     gateway: GatewayDemand | None = None  # None: the fleet has no gateway
+    pods_to_go: tuple[str, ...] = ()  # on a scale-down, the pods expected to be removed (scale_in.py)
 
     @property
     def is_rescale(self) -> bool:
@@ -133,7 +134,7 @@ class Decision:
 
     def to_status(self) -> dict:
         """status.lastDecision: inputs and each step of the maths, JSON-ready."""
-        return {
+        out = {
             "time": format_time(self.time),
             "currentReplicas": self.current_replicas,
             "desiredReplicas": self.desired_replicas,
@@ -151,6 +152,9 @@ class Decision:
             "pods": [v.to_status() for v in self.pods],
             **({"gateway": self.gateway.to_status()} if self.gateway else {}),
         }
+        if self.pods_to_go:
+            out["podsToGo"] = list(self.pods_to_go)
+        return out
 
 
 def _round(x: float | None) -> float | None:

@@ -16,8 +16,11 @@ RUN_AS_UID = 65532  # the image's non-root user
 CONTAINER_NAME = "server"
 CACHE_DIR = "/cache"  # HF_HOME lives here: the root filesystem is read-only
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
-# Beyond preStop + the longest request: time for the server to answer what it admitted and exit.
-SHUTDOWN_MARGIN_S = 15
+# After its drain the server gives uvicorn at most this long to write the last responses
+# (server/connections.py SHUTDOWN_GRACE_S), then exits.
+SERVER_SHUTDOWN_S = 5
+# On top of that: the interpreter's exit, and a kubelet that sends SIGTERM a little late.
+EXIT_MARGIN_S = 5
 
 
 def server_args(fleet: FleetSpec) -> list[str]:
@@ -38,11 +41,20 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--max-total-tokens", str(srv.max_total_tokens),
         "--max-queued-requests", str(srv.max_queued_requests),
         "--request-timeout", str(srv.request_timeout_s),
+        "--drain-timeout", str(drain_timeout_s(fleet)),
     ]
 
 
+def drain_timeout_s(fleet: FleetSpec) -> int:
+    """How long a SIGTERM drain may wait for admitted work: the request timeout, since every admitted
+    request ends (answered or 504) within it; a shorter drain would cut requests that could finish."""
+    return fleet.server.request_timeout_s
+
+
 def termination_grace_s(fleet: FleetSpec) -> int:
-    return PRESTOP_SLEEP_S + fleet.server.request_timeout_s + SHUTDOWN_MARGIN_S
+    """Seconds from the pod's deletion to SIGKILL: the preStop sleep, the whole drain, the server's
+    last responses and a margin, so the kubelet never kills a drain that is keeping its word."""
+    return PRESTOP_SLEEP_S + drain_timeout_s(fleet) + SERVER_SHUTDOWN_S + EXIT_MARGIN_S
 
 
 def build_deployment(fleet: FleetSpec) -> dict[str, Any]:

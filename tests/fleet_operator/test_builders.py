@@ -57,7 +57,7 @@ def test_deployment_runs_the_server_with_flags_from_the_spec():
         "--model-path": "/models/m.gguf", "--served-model-name": "m", "--host": "0.0.0.0",
         "--port": "31000", "--dtype": "bfloat16", "--device": "cuda",
         "--max-running-requests": "8", "--max-prefill-tokens": "100", "--max-total-tokens": "200",
-        "--max-queued-requests": "9", "--request-timeout": "7"}
+        "--max-queued-requests": "9", "--request-timeout": "7", "--drain-timeout": "7"}
     assert c["ports"] == [{"name": "http", "containerPort": 31000, "protocol": "TCP"}]
 
 
@@ -93,11 +93,16 @@ def test_probes_hit_health_and_readiness_endpoints_on_the_named_port():
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
 
 
-def test_shutdown_drains_longer_than_the_request_timeout():
-    dep = build_deployment(fleet(server={"requestTimeoutSeconds": 120}))
+@pytest.mark.parametrize("timeout_s", [1, 60, 120], ids=["1s", "default-60s", "120s"])
+def test_the_grace_period_covers_prestop_the_whole_drain_and_the_servers_exit(timeout_s):
+    dep = build_deployment(fleet(server={"requestTimeoutSeconds": timeout_s}))
     pod = dep["spec"]["template"]["spec"]
-    assert pod["terminationGracePeriodSeconds"] > 120 + 5
+    # the drain waits as long as an admitted request may take
+    assert flags(container(dep)["args"])["--drain-timeout"] == str(timeout_s)
     assert "time.sleep(5)" in " ".join(container(dep)["lifecycle"]["preStop"]["exec"]["command"])
+    # preStop 5 s + drain + the server's 5 s for its last responses + a 5 s margin; a grace of
+    # preStop + drain alone would SIGKILL a server still writing the answers it drained
+    assert pod["terminationGracePeriodSeconds"] == 5 + timeout_s + 5 + 5
 
 
 def test_restricted_security_context_and_writable_emptydirs():

@@ -126,8 +126,9 @@ def test_a_minimal_fleets_deployment_carries_the_crd_defaults_field_by_field():
     for kind in ("requests", "limits"):
         assert (resources[kind]["cpu"], resources[kind]["memory"]) == \
             (d["resources.cpu"], d["resources.memory"])
-    # grace: preStop sleep + the longest request + the shutdown margin
-    assert pod["spec"]["terminationGracePeriodSeconds"] == 5 + d["server.requestTimeoutSeconds"] + 15
+    assert flag(args, "--drain-timeout") == str(d["server.requestTimeoutSeconds"])
+    # grace: preStop sleep + the drain + the server's last responses + a margin
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 5 + d["server.requestTimeoutSeconds"] + 5 + 5
 
 
 def test_the_package_ships_the_crd_byte_for_byte():

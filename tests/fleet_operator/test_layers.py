@@ -14,7 +14,7 @@ PURE = ["names", "clock", "quantity", "crd", "fields", "spec", "drift", "status"
         "builders", "builders.deployment", "builders.service", "builders.pdb", "builders.hpa",
         "builders.scaled_object",
         "autoscaling.spec", "autoscaling.values", "autoscaling.history", "autoscaling.replicas",
-        "autoscaling.behavior", "autoscaling.decide",
+        "autoscaling.behavior", "autoscaling.decide", "autoscaling.scale_in",
         "builders.gateway", "builders.gateway_rbac", "autoscaling.zero"]
 
 

@@ -31,3 +31,14 @@ def test_every_example_gives_flags_the_server_accepts(path):
 def test_a_small_queue_is_a_working_server_not_a_crash_loop(server, expected_items):
     spec = {"model": {"source": "m.gguf"}, "image": "x", "server": server}
     assert server_config_of(spec).max_items_per_request == expected_items
+
+
+@pytest.mark.parametrize("timeout_s", [1, 60], ids=["1s", "default"])
+def test_the_server_drains_as_long_as_a_request_may_take_within_the_grace_period(timeout_s):
+    spec = {"model": {"source": "m.gguf"}, "image": "x", "server": {"requestTimeoutSeconds": timeout_s}}
+    deployment = build_deployment(parse_fleet("f", "default", spec))
+    config = parse_args(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert config.drain_timeout_s == config.request_timeout_s == timeout_s
+    # a drain lasts at most drain timeout + 5 s (server/drain.py); the preStop sleep (5 s) comes first
+    grace_s = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace_s > 5 + config.drain_timeout_s + 5

@@ -66,3 +66,26 @@ def test_killed_workers_cost_no_client_a_failure_then_requests_wait_and_get_503(
             assert answer.json()["type"] == "ServiceUnavailableError"
             assert sample(gateway, f"{G}_waiting_requests") == 0
     stop(victim)
+
+
+def test_two_workers_draining_at_once_cost_no_client_a_503(tmp_path):
+    # Two of three workers begin draining (as on SIGTERM) and stay in rotation, as they do between
+    # the signal and the watch event that drops them (for good here: static workers). A draining
+    # worker's 503 (Connection: close) does not use up the one retry: the request moves on to a
+    # worker not yet tried. Round robin makes every pair of choices happen; with one retry only,
+    # a request sent to one draining worker and retried on the other got their 503.
+    with contextlib.ExitStack() as servers:
+        started = [servers.enter_context(serving(SlowRunner(delay_s=0.01))) for _ in range(3)]
+        urls = sorted(url for url, _ in started)
+        with gateway_process("--worker-urls", *urls, "--policy", "round_robin",
+                             log_path=tmp_path / "gateway.log") as gateway:
+            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+            engines = dict(started)
+            for url in urls[:2]:
+                engines[url].begin_drain()
+            with httpx.Client(base_url=gateway, timeout=10) as client:
+                codes = [client.post("/v1/score", json=score_body()).status_code for _ in range(12)]
+            assert codes == [200] * 12
+            assert sample(gateway, f"{G}_retries_total", reason="draining") >= 4
+            # every answer came from the one worker still admitting
+            assert sample(gateway, f"{G}_routed_total", worker=urls[2]) == 12

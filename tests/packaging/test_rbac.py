@@ -29,8 +29,9 @@ NAMESPACED_GRANTS = {
     ("policy", "poddisruptionbudgets"): CREATE_GET_PATCH,
     ("autoscaling", "horizontalpodautoscalers"): CREATE_GET_PATCH | {"delete"},  # leaving hpa mode
     ("keda.sh", "scaledobjects"): CREATE_GET_PATCH | {"delete"},  # keda mode; leaving it
-    # listed by label and scraped, never changed; get and watch: the gateway's Role grants them
-    ("", "pods"): READ,
+    # listed by label and scraped; patched: pod-deletion-cost before a scale-down; get and watch:
+    # the gateway's Role grants them
+    ("", "pods"): READ | {"patch"},
     ("", "events"): frozenset({"create"}),
 }
 # What kopf needs cluster-wide in every mode.

@@ -1,8 +1,9 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
-operator through every path (create, scale, native autoscaling with pods and Events, hpa mode and back,
-keda mode with KEDA's CRD installed, re-specified and left, the gateway enabled and disabled, drift,
-delete) and map each request it sent to (API group, resource, verb). Every call must be granted, and
-every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with its reason.
+operator through every path (create, scale, native autoscaling with pods, their deletion costs and
+Events, hpa mode and back, keda mode with KEDA's CRD installed, re-specified and left, the gateway
+enabled and disabled, drift, delete) and map each request it sent to (API group, resource, verb).
+Every call must be granted, and every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with
+its reason.
 """
 from __future__ import annotations
 
@@ -63,9 +64,10 @@ def test_grant_of_maps_requests_to_rbac_terms():
 
 def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_api):
     cluster, start = operator.cluster, time.monotonic()
-    port = free_port([pod_ip(0)])
-    pod = MetricsPod(pod_ip(0), port, IDLE)
-    pod.thread.start()
+    port = free_port([pod_ip(0), pod_ip(1)])
+    pods = [MetricsPod(pod_ip(i), port, IDLE) for i in range(2)]
+    for pod in pods:
+        pod.thread.start()
     kube_api.apply_file(KEDA_CRD)
     try:
         native = fleet_doc("native", replicas=2)
@@ -73,7 +75,9 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
             "enabled": True, "mode": "native", "minReplicas": 1, "maxReplicas": 2,
             "scrapeIntervalSeconds": 1, "scaleDown": {"stabilizationWindowSeconds": 0}})
         cluster.apply(native)
-        kube_api.add_pod("default", "native-0", {"scoring.fleet.dev/fleet": "native"}, pod_ip(0), port)
+        for i in range(2):
+            kube_api.add_pod("default", f"native-{i}", {"scoring.fleet.dev/fleet": "native"},
+                             pod_ip(i), port)
         hpa = fleet_doc("hpa", replicas=1)
         hpa["spec"]["autoscaling"] = {"enabled": True, "mode": "hpa", "minReplicas": 1, "maxReplicas": 3}
         cluster.apply(hpa)
@@ -81,9 +85,10 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         keda["spec"]["autoscaling"] = {"enabled": True, "mode": "keda", "minReplicas": 1, "maxReplicas": 3,
                                        "keda": {"prometheusAddress": "http://prometheus.monitoring:9090"}}
         cluster.apply(keda)
-        # native: one idle pod of two -> scaled to 1 through the scale subresource, with an Event.
+        # native: two idle pods -> scaled to 1 through the scale subresource, with an Event, after
+        # setting the pods' deletion costs (pods patch).
         wait_for(lambda: (cluster.deployment("native") or {}).get("spec", {}).get("replicas") == 1,
-                 "the native fleet scaled down to its one idle pod", timeout_s=15)
+                 "the native fleet scaled down to one of its two idle pods", timeout_s=15)
         wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "hpa"), "the HPA")
         cluster.patch_fleet("hpa", {"spec": {"autoscaling": {"enabled": False}}})  # HPA deleted
         wait_for(lambda: cluster.get("autoscaling/v2", "HorizontalPodAutoscaler", "hpa") is None,
@@ -109,7 +114,8 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         cluster.kubectl("delete", "sf", "native", "--wait=false")  # finalizer released
         wait_for(lambda: cluster.fleet("native") is None, "the native fleet gone")
     finally:
-        pod.stop()
+        for pod in pods:
+            pod.stop()
     operator.assert_alive_without_traceback()
 
     used = {grant_of(r.method, r.path) for r in kube_api.requests(start)

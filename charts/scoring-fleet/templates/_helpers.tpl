@@ -111,12 +111,13 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["create", "get", "patch", "delete"]
-# Pods are listed (by the fleet or gateway label): the autoscaler scrapes each pod's /metrics at
-# its podIP. get and watch only because the gateway's Role grants them: Kubernetes lets the
-# operator create a Role (and bind it) only with every right it grants (RBAC escalation rule).
+# Pods are listed (by the fleet or gateway label; the autoscaler scrapes each pod's /metrics at its
+# podIP) and patched only for their pod-deletion-cost annotation before a scale-down (the idlest go
+# first). get and watch only because the gateway's Role grants them: Kubernetes lets the operator
+# create a Role (and bind it) only with every right it grants (RBAC escalation rule).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "patch"]
 # Events about reconciles and scaling decisions.
 - apiGroups: [""]
   resources: ["events"]
