@@ -25,6 +25,7 @@ from bench.server_process import RssSampler, ServerProcess, start_server
 from bench.summary import LoadPeaks, summarize
 from bench.tokens import read_token_counts
 from bench.workload import MIXED, ScoreBody, Workload, make_bodies, median
+from server.model_loader import cpu_has_native_bf16
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 FREE_BODY = ScoreBody((101,), ((102,),), (9230, 2838))  # the smallest valid request: 1 item
@@ -200,13 +201,21 @@ def measure_free_server(report: Report, bodies: list[ScoreBody], args) -> None:
             progress(report.notes[-1])
 
 
+def other_dtype(choice: str) -> str:
+    """The second dtype to measure: `choice`, with auto resolved as the server's --dtype auto is."""
+    if choice != "auto":
+        return choice
+    return "bfloat16" if cpu_has_native_bf16() else "none"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--dtype", choices=list(DTYPES), default="float32", help="dtype of rows 2 and 3")
-    add("--other-dtype", choices=[*DTYPES, "none"], default="bfloat16",
-        help="dtype of rows 2b and 3b (none: skip)")
+    add("--other-dtype", choices=[*DTYPES, "none", "auto"], default="auto",
+        help="dtype of rows 2b and 3b (none: skip; auto: bfloat16 where the CPU has native bf16, "
+             "else none: emulated bf16 takes many minutes and says nothing about a deployment)")
     add("--repeats", type=int, default=3)
     add("--requests", type=int, default=4, help="requests per measurement of rows 2 and 3")
     add("--naive-requests", type=int, default=1, help="requests per measurement of row 1")
@@ -231,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     mixed_batches = [mixed[i * args.requests:(i + 1) * args.requests]
                      for i in range(args.repeats)] if args.mixed else None
     report = Report()
-    dtypes = [args.dtype] + ([args.other_dtype] if args.other_dtype not in ("none", args.dtype)
-                             else [])
+    other = other_dtype(args.other_dtype)
+    dtypes = [args.dtype] + ([other] if other not in ("none", args.dtype) else [])
     threads = ["--num-threads", str(args.threads)] if args.threads else []
     if args.threads:
         torch.set_num_threads(args.threads)

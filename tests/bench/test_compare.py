@@ -47,7 +47,15 @@ def test_notes_are_listed():
 
 def test_defaults_are_the_issue_figure_and_fit_five_minutes():
     args = build_parser().parse_args([])
-    assert (args.dtype, args.other_dtype, args.repeats) == ("float32", "bfloat16", 3)
+    assert (args.dtype, args.other_dtype, args.repeats) == ("float32", "auto", 3)
+
+
+def test_auto_other_dtype_is_bfloat16_only_where_it_is_native(monkeypatch):
+    import bench.compare as compare
+    for native, expected in ((True, "bfloat16"), (False, "none")):
+        monkeypatch.setattr(compare, "cpu_has_native_bf16", lambda native=native: native)
+        assert compare.other_dtype("auto") == expected
+    assert compare.other_dtype("float32") == "float32"
 
 
 def test_tokens_table_and_mixed_to_uniform_ratio():
