@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.builders.deployment import RUN_AS_UID
+from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
 
@@ -88,15 +89,5 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
 
 
 def build_gateway_service(fleet: FleetSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": gateway_name(fleet.name), "namespace": fleet.namespace,
-                     "labels": gateway_labels(fleet.name)},
-        "spec": {
-            "type": "ClusterIP",
-            "selector": gateway_selector_labels(fleet.name),
-            "ports": [{"name": "http", "port": fleet.gateway.port, "targetPort": "http",
-                       "protocol": "TCP"}],
-        },
-    }
+    return http_service(gateway_name(fleet.name), fleet.namespace, gateway_labels(fleet.name),
+                        gateway_selector_labels(fleet.name), fleet.gateway.port)

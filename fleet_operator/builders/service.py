@@ -1,6 +1,8 @@
-"""Pure: FleetSpec -> the fleet's ClusterIP Service (port "http" to the pods' named port)."""
+"""Pure: FleetSpec -> the fleet's ClusterIP Service (port "http" to the pods' named port), and the
+one shape every ClusterIP Service of a fleet has (the gateway's too)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fleet_operator.names import fleet_labels, selector_labels
@@ -8,15 +10,20 @@ from fleet_operator.spec import FleetSpec
 
 
 def build_service(fleet: FleetSpec) -> dict[str, Any]:
+    return http_service(fleet.name, fleet.namespace, fleet_labels(fleet.name),
+                        selector_labels(fleet.name), fleet.server.port)
+
+
+def http_service(name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
+                 port: int) -> dict[str, Any]:
+    """A ClusterIP Service whose port "http" reaches the selected pods' container port "http"."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": fleet.name, "namespace": fleet.namespace,
-                     "labels": fleet_labels(fleet.name)},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "type": "ClusterIP",
-            "selector": selector_labels(fleet.name),
-            "ports": [{"name": "http", "port": fleet.server.port, "targetPort": "http",
-                       "protocol": "TCP"}],
+            "selector": dict(selector),
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
