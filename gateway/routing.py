@@ -66,6 +66,9 @@ class Router:
     async def route(self, body: bytes, headers: Mapping[str, str]) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error."""
         num_sequences = count_sequences(body)
+        # One deadline per request: all its waits for a worker together last at most the queue
+        # timeout, counted from arrival.
+        deadline_s = time.monotonic() + self.config.queue_timeout_s
         try:
             worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
         except WaitingRoomFull as error:
@@ -78,22 +81,24 @@ class Router:
             return outcome
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
         self.metrics.retries.labels(reason=reason).inc()
-        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream))
+        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s)
         if retry_worker is None:
-            return outcome if isinstance(outcome, Upstream) else self._no_worker()
+            return outcome if isinstance(outcome, Upstream) else self._none_left(tried, outcome)
         second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
             return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
         return second
 
-    async def _retry_worker(self, tried: set[str], answered: bool) -> Worker | None:
+    async def _retry_worker(self, tried: set[str], answered: bool,
+                            deadline_s: float) -> Worker | None:
         # A worker that answered 503 is alive and its 503 is a fine answer: take another worker
-        # only if one is ready now. One that did not answer is no answer: wait for another.
-        if answered:
+        # only if one is ready now. One that did not answer is no answer: wait for another, until
+        # the request's deadline, but only if the rotation has a worker not yet tried at all.
+        if answered or not any(url not in tried for url in self.registry.urls()):
             return self.choose(exclude=tried)
         try:
             return await self.waiting.take(lambda: self.choose(exclude=tried),
-                                           self.config.queue_timeout_s)
+                                           max(deadline_s - time.monotonic(), 0.0))
         except WaitingRoomFull:
             return None
 
@@ -128,6 +133,11 @@ class Router:
         except TimeoutError:
             return error_reply(504, "TimeoutError",
                                f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+
+    def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
+        return error_reply(503, "ServiceUnavailableError",
+                           f"no worker answered and none other is ready (tried {len(tried)}; "
+                           f"last: {outcome})", 1)
 
     def _no_worker(self) -> Upstream:
         return error_reply(503, "ServiceUnavailableError",
