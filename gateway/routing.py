@@ -79,11 +79,11 @@ class Router:
         outcome = await self._attempt_past_leaving(worker, body, headers, num_sequences, tried)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
-        reason = "503" if isinstance(outcome, Upstream) else outcome.reason
-        self.metrics.retries.labels(reason=reason).inc()
         retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s)
         if retry_worker is None:
             return outcome if isinstance(outcome, Upstream) else self._none_left(tried, outcome)
+        reason = "503" if isinstance(outcome, Upstream) else outcome.reason
+        self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
         second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
             return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)

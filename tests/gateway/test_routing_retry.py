@@ -1,6 +1,5 @@
 """The Router in-process over real HTTP on loopback: a retry waits only within the request's one
-deadline and gives
-up at once when no untried worker is in rotation."""
+deadline, gives up at once when no untried worker is in rotation, and is counted only if made."""
 from __future__ import annotations
 
 import asyncio
@@ -8,6 +7,8 @@ import json
 import time
 
 import aiohttp
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
@@ -43,6 +44,7 @@ def test_a_single_refusing_worker_gives_up_at_once_with_503():
     answer, metrics = asyncio.run(main())
     assert answer.status == 503 and answer.headers["retry-after"] == "1"
     assert b"no worker answered" in answer.body
+    assert metrics.retries.labels(reason="refused")._value.get() == 0  # no retry was made
 
 
 def test_all_waits_of_one_request_end_at_its_queue_timeout():
@@ -66,3 +68,17 @@ def test_all_waits_of_one_request_end_at_its_queue_timeout():
     assert answer.status == 503
     # a whole new queue timeout for the retry would make it 1.6 s
     assert elapsed_s < queue_timeout_s + 0.4
+
+
+def test_a_503_with_no_other_worker_counts_no_retry():
+    async def main():
+        app = web.Application()
+        app.router.add_post("/v1/score", lambda _: web.json_response({"message": "full"},
+                                                                      status=503))
+        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
+            url = str(server.make_url("")).rstrip("/")
+            router, _, metrics = make_router(session, [url], [url], queue_timeout_s=1)
+            return await router.route(BODY, HEADERS), metrics
+    answer, metrics = asyncio.run(main())
+    assert answer.status == 503 and json.loads(answer.body) == {"message": "full"}
+    assert metrics.retries.labels(reason="503")._value.get() == 0
