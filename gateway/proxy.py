@@ -12,6 +12,10 @@ import aiohttp
 # Headers that travel each way; everything else is hop-by-hop or the gateway's own business.
 REQUEST_HEADERS = ("content-type", "authorization", "accept")
 RESPONSE_HEADERS = ("content-type", "retry-after")
+# A connection on a cluster network opens in milliseconds; one that has not opened in this long
+# goes to a pod that vanished with its IP dropping packets: give up and try another worker rather
+# than wait out the whole request timeout with no byte sent.
+CONNECT_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,8 @@ class Upstream:
 
 
 class Unreachable(Exception):
-    """No response byte came back; `reason` is 'refused' or 'reset'. Safe to retry elsewhere."""
+    """No response byte came back; `reason` is 'refused', 'connect-timeout' or 'reset'. Safe to
+    retry elsewhere."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -40,12 +45,14 @@ async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
                   headers: dict[str, str], timeout_s: float) -> Upstream:
     """Raises Unreachable, BrokenAnswer or asyncio.TimeoutError (the attempt outlived timeout_s)."""
     sent = {name: headers[name] for name in REQUEST_HEADERS if name in headers}
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=CONNECT_TIMEOUT_S)
     try:
         response = await session.post(f"{worker_url}/v1/score", data=body, headers=sent,
                                       timeout=timeout)
     except aiohttp.ClientConnectorError as error:
         raise Unreachable("refused", str(error)) from error
+    except aiohttp.ConnectionTimeoutError as error:  # NOTE: also a TimeoutError; caught first
+        raise Unreachable("connect-timeout", f"no connection within {CONNECT_TIMEOUT_S} s") from error
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
         raise Unreachable("reset", str(error)) from error
     try:

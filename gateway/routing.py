@@ -1,12 +1,13 @@
 """Router: one /v1/score request from arrival to answer: choose a worker (waiting if none is
 fresh), forward, and retry once on another worker when that is safe.
 
-Retried: refused, reset before any response byte, a 503 (full or draining). Never a 4xx, a 500
-or a 504: those are answers. Scoring is idempotent, so a retried request is never done twice in
-a way a client can see. A worker that did no work because it is leaving (a draining 503, or a
-refused connection once it has exited) does not use up the retry: the request moves on to a worker
-it has not tried. On a scale-in several workers leave at once, and stay in rotation until the
-watch event that drops them arrives.
+Retried: refused, no connection within the connect timeout, reset before any response byte, a
+503 (full or draining). Never a 4xx, a 500 or a 504: those are answers. Scoring is idempotent, so
+a retried request is never done twice in a way a client can see. A worker that did no work
+because it is leaving (a draining 503, a refused connection once it has exited, a connect timeout
+once it has vanished) does not use up the retry: the request moves on to a worker it has not
+tried. On a scale-in several workers leave at once, and stay in rotation until the watch event
+that drops them arrives.
 """
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ from gateway.waiting import WaitingRoom, WaitingRoomFull
 from gateway.workers import Worker, WorkerRegistry
 
 JSON = "application/json"
+# Unreachable because it has exited (refused) or vanished (its IP drops packets): a worker that is
+# leaving, tried at most once, without using up the request's one retry.
+LEAVING_REASONS = ("refused", "connect-timeout")
 
 
 def error_reply(status: int, error_type: str, message: str, retry_after_s: int | None = None) -> Upstream:
@@ -104,14 +108,15 @@ class Router:
 
     async def _attempt_past_leaving(self, worker: Worker, body: bytes, headers: Mapping[str, str],
                                     num_sequences: int, tried: set[str]) -> Upstream | Unreachable:
-        """An attempt on `worker`, then, while the worker is leaving (a draining 503, or refused),
-        on a fresh worker not yet tried (so at most once each); the last outcome if none is left."""
+        """An attempt on `worker`, then, while the worker is leaving (a draining 503, refused or a
+        connect timeout), on a fresh worker not yet tried (so at most once each); the last
+        outcome if none is left."""
         while True:
             tried.add(worker.url)
             outcome = await self._attempt(worker, body, headers, num_sequences)
             leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
-                       "refused" if isinstance(outcome, Unreachable) and outcome.reason == "refused"
-                       else None)
+                       outcome.reason if isinstance(outcome, Unreachable)
+                       and outcome.reason in LEAVING_REASONS else None)
             next_worker = self.choose(exclude=tried) if leaving else None
             if next_worker is None:
                 return outcome

@@ -3,13 +3,16 @@ deadline, gives up at once when no untried worker is in rotation, and is counted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import time
 
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from gateway import proxy
 from gateway.config import GatewayConfig
 from gateway.metrics import GatewayMetrics
 from gateway.routing import Router
@@ -82,3 +85,40 @@ def test_a_503_with_no_other_worker_counts_no_retry():
     answer, metrics = asyncio.run(main())
     assert answer.status == 503 and json.loads(answer.body) == {"message": "full"}
     assert metrics.retries.labels(reason="503")._value.get() == 0
+
+
+@contextlib.contextmanager
+def unanswered_port():
+    """A loopback port whose accept queue is full: a new connection's SYN is dropped, as by a
+    vanished pod's IP, so connecting hangs."""
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket())
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(3):
+            filler = stack.enter_context(socket.socket())
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_a_connection_that_never_opens_moves_on_to_another_worker(monkeypatch):
+    monkeypatch.setattr(proxy, "CONNECT_TIMEOUT_S", 0.3)
+
+    async def main(vanished):
+        app = web.Application()
+        app.router.add_post("/v1/score", lambda _: web.json_response({"scores": []}))
+        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
+            url = str(server.make_url("")).rstrip("/")
+            router, _, metrics = make_router(session, [vanished, url], [vanished, url], 1)
+            # round robin: whichever URL sorts first, one of the two requests meets `vanished`;
+            # before the fix it waited the whole request timeout (120 s) and answered 504
+            codes = [(await asyncio.wait_for(router.route(BODY, HEADERS), 10)).status
+                     for _ in range(2)]
+            return codes, metrics
+    with unanswered_port() as vanished:
+        codes, metrics = asyncio.run(main(vanished))
+    assert codes == [200, 200]
+    assert metrics.retries.labels(reason="connect-timeout")._value.get() == 1
