@@ -38,7 +38,8 @@ class Unreachable(Exception):
 
 
 class BrokenAnswer(Exception):
-    """The worker started answering, then the connection failed: not retried (502)."""
+    """The worker started answering, then the connection failed or the answer could not be read:
+    not retried (502)."""
 
 
 async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
@@ -55,6 +56,10 @@ async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
         raise Unreachable("connect-timeout", f"no connection within {CONNECT_TIMEOUT_S} s") from error
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
         raise Unreachable("reset", str(error)) from error
+    except TimeoutError:
+        raise  # the request timeout: the caller's 504 (some ClientErrors are TimeoutErrors too)
+    except aiohttp.ClientError as error:  # e.g. a malformed response head: an answer, but broken
+        raise BrokenAnswer(f"{worker_url} answered unreadably: {error}") from error
     try:
         async with response:
             payload = await response.read()

@@ -122,3 +122,20 @@ def test_a_connection_that_never_opens_moves_on_to_another_worker(monkeypatch):
         codes, metrics = asyncio.run(main(vanished))
     assert codes == [200, 200]
     assert metrics.retries.labels(reason="connect-timeout")._value.get() == 1
+
+
+def test_a_malformed_answer_is_a_counted_502():
+    async def garbage(reader, writer):
+        await reader.read(1024)
+        writer.write(b"HTTP/1.1 not-a-status\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(garbage, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server, aiohttp.ClientSession() as session:
+            router, _, _ = make_router(session, [url], [url], queue_timeout_s=1)
+            return await router.route(BODY, HEADERS)  # before the fix: the ClientError escaped
+    answer = asyncio.run(main())
+    assert answer.status == 502 and b"answered unreadably" in answer.body
