@@ -34,6 +34,17 @@ def api_client():
     return config.new_client_from_config()
 
 
+def failure_delay_s(is_gone: bool, was_gone: bool, failed_since_list: bool) -> float:
+    """Seconds to wait before listing again after a list-and-watch failed."""
+    if is_gone:
+        # The watch expired (410): list again at once; a second 410 in a row (an expiry right
+        # after a fresh list) waits, or consecutive ones would storm the API server.
+        return RETRY_DELAY_S if was_gone else 0.0
+    # After a good list, a failure (a cut watch) lists again at once, so no change is missed for
+    # long; failures with no good list between wait: no hot loop.
+    return RETRY_DELAY_S if failed_since_list else 0.0
+
+
 class PodWatch:
     def __init__(self, fleet: str, namespace: str, label: str,
                  on_rotation: Callable[[set[str]], None], loop: asyncio.AbstractEventLoop) -> None:
@@ -56,20 +67,22 @@ class PodWatch:
         api = api_client()
         core = client.CoreV1Api(api)
         last_failure_s = -math.inf
+        was_gone = False  # the last list-and-watch ended in a 410
         while not self._stopping.is_set():
             try:
                 self._list_and_watch(api, core)
+                was_gone = False
             except Exception as error:  # noqa: BLE001 - an API outage must not end discovery
-                if getattr(error, "status", None) == 410:
-                    continue  # the watch expired: list again at once
-                # After a good list, a failure (a cut watch) lists again at once, so no change
-                # is missed for long; failures with no good list between wait: no hot loop.
-                delay_s = RETRY_DELAY_S if last_failure_s > self._listed_at_s else 0.0
-                last_failure_s = time.monotonic()
-                detail = (f"{error.status} {error.reason}" if hasattr(error, "status")
-                          else repr(error))  # an ApiException's str() is many lines
-                log.warning("pod watch on %s/%s failed (%s); again in %s s", self.namespace,
-                            self.selector, detail, delay_s)
+                is_gone = getattr(error, "status", None) == 410
+                delay_s = failure_delay_s(is_gone, was_gone, last_failure_s > self._listed_at_s)
+                was_gone = is_gone
+                if not is_gone:
+                    last_failure_s = time.monotonic()
+                if delay_s or not is_gone:
+                    detail = (f"{error.status} {error.reason}" if hasattr(error, "status")
+                              else repr(error))  # an ApiException's str() is many lines
+                    log.warning("pod watch on %s/%s failed (%s); again in %s s", self.namespace,
+                                self.selector, detail, delay_s)
                 self._stopping.wait(delay_s)
         api.close()
 
