@@ -7,7 +7,7 @@ the pod object shows (pods.py) and when it goes. bind() may be called from any t
 on the emulator's event loop.
 """
 import asyncio
-import math
+import logging
 import signal
 import threading
 from collections.abc import Callable
@@ -15,6 +15,10 @@ from typing import Protocol
 
 PodKey = tuple[str, str]  # (namespace, name)
 POLL_S = 0.02  # how often a terminating process is checked for its exit
+# After SIGKILL a process exits at once; if poll() still says it runs after this long (a broken
+# reader, a fake that never exits), the pod goes anyway rather than stay terminating forever.
+KILL_WAIT_S = 5.0
+log = logging.getLogger(__name__)
 
 
 class Process(Protocol):
@@ -58,11 +62,16 @@ class Kubelet:
         loop = asyncio.get_running_loop()
         try:
             _send(process, signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
-            deadline = loop.time() + grace_s
+            killed = grace_s <= 0
+            deadline = loop.time() + (KILL_WAIT_S if killed else grace_s)
             while process.poll() is None:
                 if loop.time() >= deadline:
+                    if killed:
+                        log.warning("pod %s/%s: process still running %s s after SIGKILL; "
+                                    "removing the pod", *key, KILL_WAIT_S)
+                        break
                     _send(process, signal.SIGKILL)
-                    deadline = math.inf
+                    killed, deadline = True, loop.time() + KILL_WAIT_S
                 await asyncio.sleep(POLL_S)
         finally:
             self._stopping.pop(key, None)

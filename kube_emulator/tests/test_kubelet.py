@@ -1,4 +1,5 @@
 """The kubelet: pods bound to real processes are terminated gracefully; readiness set by tests."""
+import asyncio
 import json
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from kube_emulator import pods
+from kube_emulator import kubelet, pods
 from kube_emulator.fixtures import run_kube_api
 
 _SETTLE_S = 10.0  # bounds the polling only
@@ -132,3 +133,36 @@ def test_set_pod_ready_flips_the_conditions_and_container_statuses(kube_api):
     assert _ready(kube_api.set_pod_ready('default', 'p0', True)) == ('True', [True])
     events = _pod_events(kube_api, 'p0', pod['metadata']['resourceVersion'], until='', count=2)
     assert [(e['type'], _ready(e['object'])[0]) for e in events] == [('MODIFIED', 'False'), ('MODIFIED', 'True')]
+
+
+class _NeverExits:
+    """A process whose poll() never returns a code, even after SIGKILL (a broken reader)."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def send_signal(self, sig: int) -> None:
+        self.signals.append(sig)
+
+    def poll(self) -> None:
+        return None
+
+    def kill(self) -> None:
+        self.signals.append(signal.SIGKILL)
+
+
+@pytest.mark.parametrize('grace_s', [0, 1])
+def test_a_process_that_never_exits_after_sigkill_still_lets_its_pod_go(monkeypatch, grace_s):
+    monkeypatch.setattr(kubelet, 'KILL_WAIT_S', 0.1)
+    process, exited = _NeverExits(), []
+
+    async def main():
+        node = kubelet.Kubelet()
+        node.bind(('default', 'p0'), process)
+        node.terminate(('default', 'p0'), grace_s, lambda: exited.append(True))
+        # before the fix the wait after SIGKILL had no end: this timed out
+        await asyncio.wait_for(node._stopping[('default', 'p0')][1], grace_s + 5)
+        return node.is_terminating(('default', 'p0'))
+    assert asyncio.run(main()) is False
+    assert exited == [True]
+    assert process.signals[-1] == signal.SIGKILL
