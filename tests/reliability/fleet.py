@@ -27,13 +27,13 @@ import httpx
 
 from bench.reliability import Answer, post
 from fleet_operator.autoscaling.scale_in import DELETION_COST
+from fleet_operator.names import FLEET_LABEL
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
 from tests.processes import stop
 
 NS = "default"
-FLEET_LABEL = "scoring.fleet.dev/fleet"
 BATCH_S = 0.1  # every forward pass of a paced server takes this long: requests are in flight
 GRACE_S = 20  # the pods' terminationGracePeriodSeconds: a drain here takes well under a second
 REQUEST_TIMEOUT_S = 10.0  # a client gives up after this (an answer that never came is a failure)

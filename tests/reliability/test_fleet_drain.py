@@ -15,12 +15,12 @@ import threading
 import httpx
 import pytest
 
+from gateway.metrics import PREFIX as G
 from tests.fleet_operator.waiting import wait_for
 from tests.gateway.support import gateway_process, sample, wait_until
 from tests.reliability.fleet import NS, PodWatcher, Stream, Traffic, fleet_pods
 from tests.reliability.support import fleet_doc
 
-G = "scoringfleet_gateway"
 STEADY_PER_S = 20  # the open loop through the gateway: requests/s, all along
 TARGET = 12  # targetLoadPerReplica: 8 x 2 + 4 x 2 + the steady ~2 = ~26 -> 3 pods; without the burst ~10 -> 1
 AUTOSCALING = {"enabled": True, "mode": "native", "minReplicas": 1, "maxReplicas": 3,
