@@ -34,7 +34,8 @@ class Worker:
 
 
 class WorkerRegistry:
-    """Workers by URL. `gone` counts URLs that left the rotation and have not come back."""
+    """Workers by URL. `gone` counts URLs that left the rotation and have not come back, since
+    start (cumulative: it grows with pod churn, one entry per pod IP seen leaving)."""
 
     def __init__(self, stale_after_s: float) -> None:
         self.stale_after_s = stale_after_s
