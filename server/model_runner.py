@@ -20,7 +20,7 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
-from server.sequence import RunResult, Sequence
+from server.sequence import RunResult, Sequence, requests_of
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
 
@@ -70,7 +70,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, sequences: Seq[Sequence]) -> RunResult:
-        requests = list({seq.request.rid: seq.request for seq in sequences}.values())
+        requests = requests_of(sequences)
         new = [r for r in requests if r.prefix_ids and r.rid not in self._prefix_cache]
         for request in new:
             self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
