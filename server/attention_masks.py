@@ -34,21 +34,23 @@ def key_positions(prefix_lens: Seq[int], own_lens: Seq[int], max_own: int,
 
 
 def additive_mask(prefix_lens: Seq[int], own_lens: Seq[int], max_own: int, window: int | None,
-                  dtype: torch.dtype) -> torch.Tensor:
+                  dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
     """[batch, 1, max_own, prefix slots + max_own]: 0 where a query attends, the dtype's minimum
     elsewhere. A query sees real keys at or before its position, and with a window only those
     less than `window` positions back (transformers' convention: q - k < window). Every query
     also sees its own slot, so padding queries never have an empty row (no NaN can arise there
-    and flow on through later layers)."""
+    and flow on through later layers). Built on `device`: only the small [batch, slots] positions
+    are copied there, not the [batch, q, k] mask."""
     positions, is_real = key_positions(prefix_lens, own_lens, max_own, window)
+    positions, is_real = positions.to(device), is_real.to(device)
     num_prefix_slots = positions.shape[1] - max_own
     query_positions = positions[:, num_prefix_slots:].unsqueeze(2)   # [batch, q, 1]
     distance = query_positions - positions.unsqueeze(1)                # [batch, q, k]
     allowed = is_real.unsqueeze(1) & (distance >= 0)
     if window is not None:
         allowed &= distance < window
-    own_slot = torch.arange(max_own).unsqueeze(1) + num_prefix_slots
-    allowed |= own_slot == torch.arange(positions.shape[1])
-    mask = torch.zeros(allowed.shape, dtype=dtype)
+    own_slot = torch.arange(max_own, device=device).unsqueeze(1) + num_prefix_slots
+    allowed |= own_slot == torch.arange(positions.shape[1], device=device)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask.unsqueeze(1)

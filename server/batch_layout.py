@@ -3,8 +3,9 @@
 A forward right-pads every row to its longest own length, so rows of mixed length compute tokens
 that carry nothing. plan_groups sorts the rows by own length (then prefix length) and cuts the
 sorted run wherever adding the next row would push the group's padding over a fraction of its
-computed tokens, or its computed tokens over a budget. The scheduler's FIFO order is untouched: the
-runner runs the groups and puts the scores back in batch order.
+computed tokens (the batch as a whole is already within the scheduler's max_prefill_tokens). The
+scheduler's FIFO order is untouched: the runner runs the groups and puts the scores back in batch
+order.
 """
 from __future__ import annotations
 
@@ -33,13 +34,11 @@ class Group:
 
 
 def plan_groups(own_lens: list[int], prefix_lens: list[int],
-                max_padding_fraction: float = MAX_PADDING_FRACTION,
-                max_group_tokens: int | None = None) -> list[Group]:
+                max_padding_fraction: float = MAX_PADDING_FRACTION) -> list[Group]:
     """Groups covering every row exactly once, shortest rows first.
 
     Within a group, padding <= max_padding_fraction of its computed tokens (rows x longest own
-    length), and computed tokens <= max_group_tokens (a single row may exceed it alone).
-    max_padding_fraction=1 with no budget gives one group: the whole batch padded (the old layout).
+    length). max_padding_fraction=1 gives one group: the whole batch padded (the old layout).
     """
     if len(own_lens) != len(prefix_lens):
         raise ValueError(f"{len(own_lens)} own lengths but {len(prefix_lens)} prefix lengths")
@@ -52,8 +51,7 @@ def plan_groups(own_lens: list[int], prefix_lens: list[int],
     for row in order:
         length = own_lens[row]  # sorted: the longest of the group if the row joins it
         computed = (len(rows) + 1) * length
-        fits = (computed - num_own - length <= max_padding_fraction * computed
-                and (max_group_tokens is None or computed <= max_group_tokens))
+        fits = computed - num_own - length <= max_padding_fraction * computed
         if rows and not fits:
             groups.append(Group(tuple(rows), own_lens[rows[-1]], num_own))
             rows, num_own = [], 0

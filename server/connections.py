@@ -1,9 +1,10 @@
 """How connections are served: uvicorn's settings for this server, and an HTTP/1.1 protocol that
 closes a connection whose request head (request line and headers) is not complete in time.
 
-uvicorn arms its keep-alive timer only after a response, so a client that connects and sends half
-a head (or nothing) held a file descriptor forever (3,000 such connections stayed open 25 s+).
-The one seam is uvicorn's documented `http=` protocol class; h11 says when a head is complete.
+uvicorn arms its keep-alive timer only after a response and stops it at the first byte, so a
+client that connects and sends half a head (or nothing) held a file descriptor forever (3,000 such
+connections stayed open 25 s+). The one seam is uvicorn's documented `http=` protocol class; h11
+says when a head is complete.
 """
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ SHUTDOWN_GRACE_S = 5.0
 
 class HeadTimeoutProtocol(H11Protocol):
     """Closes the connection when a request head is not complete `head_timeout_s` after the
-    connection opened or after the previous response ended (a keep-alive connection waiting for
-    its next request is idle-closed earlier by uvicorn's keep-alive timeout)."""
+    connection opened, or, on a kept-alive connection, after the first bytes of its next head
+    arrived. An idle kept-alive connection (no bytes yet) is left to uvicorn's keep-alive timeout,
+    which stops at the first byte: that is where this timer takes over."""
 
     def __init__(self, *args, head_timeout_s: float, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -38,10 +40,13 @@ class HeadTimeoutProtocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # a whole head arrived
             self._disarm_head_timer()
+        elif self._head_timer is None:  # the first bytes of a kept-alive connection's next head
+            self._arm_head_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        pipelined = bool(self.conn.trailing_data[0])  # bytes of the next head came with the last
+        if pipelined and self.conn.their_state is h11.IDLE:
             self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -50,6 +55,8 @@ class HeadTimeoutProtocol(H11Protocol):
 
     def _arm_head_timer(self) -> None:
         self._disarm_head_timer()
+        if self.transport.is_closing():
+            return
         self._head_timer = self.loop.call_later(self.head_timeout_s, self._on_head_timeout)
 
     def _disarm_head_timer(self) -> None:

@@ -13,6 +13,7 @@ any other model is refused here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Iterable, Sequence as Seq
 
 import torch
@@ -20,7 +21,7 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
-from server.sequence import RunResult, Sequence
+from server.sequence import RunResult, Sequence, requests_of
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
 
@@ -70,7 +71,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, sequences: Seq[Sequence]) -> RunResult:
-        requests = list({seq.request.rid: seq.request for seq in sequences}.values())
+        requests = requests_of(sequences)
         new = [r for r in requests if r.prefix_ids and r.rid not in self._prefix_cache]
         for request in new:
             self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
@@ -117,8 +118,7 @@ class ModelRunner:
         for row, seq in enumerate(sequences):
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
             positions[row] = prefix_lens[row] + torch.arange(max_own)
-        masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype)
-                 .to(self.device)
+        masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
                  for kind, window in self._windows.items()}
 
         out = self._decoder(
@@ -144,16 +144,17 @@ class ModelRunner:
         for row, seq in enumerate(sequences):
             if seq.request.prefix_ids:
                 rows_by_request.setdefault(seq.request.rid, []).append(row)
-        prefixes = [self._prefix_cache[rid] for rid in rows_by_request]
+        # One row index per request, copied to the device once, not once per layer.
+        filled = [(torch.tensor(rows, device=self.device), self._prefix_cache[rid])
+                  for rid, rows in rows_by_request.items()]
         layers = []
-        for layer, (some_keys, _) in enumerate(prefixes[0]):
+        for layer, (some_keys, _) in enumerate(filled[0][1]):
             heads, dim = some_keys.shape[1], some_keys.shape[3]
-            num_slots = max(prefix[layer][0].shape[2] for prefix in prefixes)
+            num_slots = max(prefix[layer][0].shape[2] for _, prefix in filled)
             keys = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
             values = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
-            for rid, rows in rows_by_request.items():
-                prefix_keys, prefix_values = self._prefix_cache[rid][layer]
-                index = torch.tensor(rows, device=self.device)
+            for index, prefix in filled:
+                prefix_keys, prefix_values = prefix[layer]
                 keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
                 values[index, :, :prefix_values.shape[2]] = prefix_values
             layers.append((keys, values))
@@ -164,11 +165,12 @@ def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[fl
     """Per row: exp(logprob) of each label over the full vocabulary, or, with apply_softmax, a
     softmax over the label logits only (each row sums to 1)."""
     logprobs = torch.log_softmax(logits, dim=-1)
-    scores = []
+    per_row = []
     for row, seq in enumerate(sequences):
         labels = torch.tensor(seq.request.options.label_token_ids, device=logits.device)
         if seq.request.options.apply_softmax:
-            scores.append(torch.softmax(logits[row, labels], dim=-1).tolist())
+            per_row.append(torch.softmax(logits[row, labels], dim=-1))
         else:
-            scores.append(torch.exp(logprobs[row, labels]).tolist())
-    return scores
+            per_row.append(torch.exp(logprobs[row, labels]))
+    flat = iter(torch.cat(per_row).tolist())  # one device-to-host copy for the group, not per row
+    return [list(itertools.islice(flat, len(row_scores))) for row_scores in per_row]

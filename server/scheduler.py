@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from server.sequence import Request, Sequence, SequenceStatus
+from server.sequence import Request, Sequence, SequenceStatus, requests_of
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Batch:
     @property
     def requests(self) -> list[Request]:
         """The distinct requests in this batch, in batch order."""
-        return list({seq.request.rid: seq.request for seq in self.sequences}.values())
+        return requests_of(self.sequences)
 
     @property
     def num_tokens(self) -> int:
@@ -113,16 +113,16 @@ class Scheduler:
         for seq in batch.sequences:
             seq.status = SequenceStatus.FINISHED
         self._leave_running(batch)
-        for request in batch.requests:
-            self.abort(request)
-        return batch.requests
+        requests = batch.requests
+        for request in requests:
+            self._mark_aborted(request)
+        self._drop_aborted()  # one pass over the queue, however many requests failed
+        return requests
 
     def abort(self, request: Request) -> None:
         """Remove a request's waiting sequences now; its running ones leave when their batch ends."""
-        for seq in request.sequences:
-            if seq.status is SequenceStatus.WAITING:
-                seq.status = SequenceStatus.ABORTED
-        self.waiting = deque(seq for seq in self.waiting if seq.status is SequenceStatus.WAITING)
+        self._mark_aborted(request)
+        self._drop_aborted()
 
     def abort_all(self) -> list[Request]:
         """Empty the queue and the running set (the server stops); returns the requests affected."""
@@ -130,7 +130,16 @@ class Scheduler:
         for seq in sequences:
             seq.status = SequenceStatus.ABORTED
         self.running, self.waiting = [], deque()
-        return list({seq.request.rid: seq.request for seq in sequences}.values())
+        return requests_of(sequences)
+
+    @staticmethod
+    def _mark_aborted(request: Request) -> None:
+        for seq in request.sequences:
+            if seq.status is SequenceStatus.WAITING:
+                seq.status = SequenceStatus.ABORTED
+
+    def _drop_aborted(self) -> None:
+        self.waiting = deque(seq for seq in self.waiting if seq.status is SequenceStatus.WAITING)
 
     def _leave_running(self, batch: Batch) -> None:
         ended = set(batch.sequences)

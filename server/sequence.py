@@ -11,6 +11,7 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
 
 _request_ids = itertools.count(1)
 
@@ -77,6 +78,11 @@ class Request:
     @property
     def scores(self) -> list[list[float]]:
         return [seq.scores for seq in self.sequences]
+
+
+def requests_of(sequences: Iterable[Sequence]) -> list[Request]:
+    """The distinct requests of these sequences, in the order they first appear."""
+    return list({seq.request.rid: seq.request for seq in sequences}.values())
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from bench.offline import label_softmax, max_abs_diff
+from bench.offline import label_softmax, max_abs_diff, naive_scores
+from bench.workload import ScoreBody
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
@@ -50,13 +51,12 @@ def mixed_requests(vocab_size: int, seed: int = 0) -> list[Request]:
 
 
 def reference_scores(model, requests: list[Request]) -> list[list[float]]:
-    """Full-vocabulary label probabilities, one whole-sequence forward per item."""
-    scores = []
-    with torch.inference_mode():
-        for seq in (seq for request in requests for seq in request.sequences):
-            logits = model(torch.tensor([seq.request.prefix_ids + seq.own_ids])).logits[0, -1]
-            scores.append(torch.softmax(logits.float(), dim=-1)[list(LABELS)].tolist())
-    return scores
+    """Full-vocabulary label probabilities, one whole-sequence forward per item (bench.offline's
+    naive loop), in the requests' item order."""
+    return [row for request in requests
+            for row in naive_scores(model, ScoreBody(request.prefix_ids,
+                                                     tuple(seq.own_ids for seq in request.sequences),
+                                                     request.options.label_token_ids))]
 
 
 def runner_scores(folder: Path, device: torch.device, dtype: torch.dtype,

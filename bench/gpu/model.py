@@ -28,18 +28,22 @@ def qwen3_config(tiny: bool):
     return Qwen3Config(**{**values, **(TINY if tiny else {})})
 
 
-def save_tokenizer(folder: Path) -> None:
+def save_tokenizer(folder: Path, corpus: list[str] = CORPUS, vocab_size: int = 300,
+                   repeats: int = 10):
+    """Train a byte-level BPE tokenizer (<pad>, <eos>) on `corpus` x `repeats`, save it to
+    `folder` and return it (tests/server/support.py builds its tiny model's with it too)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<eos>"],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<eos>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(CORPUS * 10, trainer)
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>"
-                            ).save_pretrained(folder)
+    tokenizer.train_from_iterator(corpus * repeats, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
+    fast.save_pretrained(folder)
+    return fast
 
 
 def build_model_folder(folder: Path, tiny: bool, seed: int = 0,

@@ -32,17 +32,11 @@ CORPUS = [
 def build_tiny_model(folder: Path) -> Path:
     """Save a 2-layer random Llama and a small byte-level BPE tokenizer to `folder`."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(CORPUS * 20, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
-    fast.save_pretrained(folder)
+    from bench.gpu.model import save_tokenizer
+
+    fast = save_tokenizer(folder, CORPUS, vocab_size=400, repeats=20)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

@@ -1,4 +1,4 @@
-"""plan_groups: every row once, shortest first, padding and token budget bounded per group."""
+"""plan_groups: every row once, shortest first, padding bounded per group."""
 import pytest
 
 from server.batch_layout import plan_groups
@@ -8,23 +8,18 @@ def rows_of(groups):
     return [group.rows for group in groups]
 
 
-@pytest.mark.parametrize("own, prefix, fraction, budget, expected", [
-    ([5, 5, 5], [3, 3, 3], 0.05, None, [(0, 1, 2)]),
+@pytest.mark.parametrize("own, prefix, fraction, expected", [
+    ([5, 5, 5], [3, 3, 3], 0.05, [(0, 1, 2)]),
     # sorted by own length; 10 and 40 together would be 50 % padding
-    ([40, 10, 11], [0, 0, 0], 0.1, None, [(1, 2), (0,)]),
+    ([40, 10, 11], [0, 0, 0], 0.1, [(1, 2), (0,)]),
     # the old layout: everything in one forward, padded to the longest
-    ([40, 10, 11], [0, 0, 0], 1.0, None, [(1, 2, 0)]),
+    ([40, 10, 11], [0, 0, 0], 1.0, [(1, 2, 0)]),
     # equal own lengths: the shorter prefix first
-    ([7, 7], [9, 2], 0.0, None, [(1, 0)]),
-    # budget of 20 computed tokens: two rows of 10 fit, a third does not
-    ([10, 10, 10], [0, 0, 0], 0.05, 20, [(0, 1), (2,)]),
-    # a row longer than the budget runs alone
-    ([50, 5], [0, 0], 0.05, 20, [(1,), (0,)]),
-    ([], [], 0.05, None, []),
-], ids=["equal", "cut-at-padding", "one-group", "prefix-tiebreak", "budget", "over-budget-alone",
-        "empty"])
-def test_plan_groups(own, prefix, fraction, budget, expected):
-    assert rows_of(plan_groups(own, prefix, fraction, budget)) == expected
+    ([7, 7], [9, 2], 0.0, [(1, 0)]),
+    ([], [], 0.05, []),
+], ids=["equal", "cut-at-padding", "one-group", "prefix-tiebreak", "empty"])
+def test_plan_groups(own, prefix, fraction, expected):
+    assert rows_of(plan_groups(own, prefix, fraction)) == expected
 
 
 def test_padding_stays_under_the_fraction_and_rows_are_covered_once():

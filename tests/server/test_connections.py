@@ -1,6 +1,7 @@
 """Half-open connections, through real sockets against a live server: a connection whose request
 head is not complete within --header-timeout is closed (silent ones, half a head, half a head after
-a kept-alive response), while complete requests, even a head sent in pieces, are served."""
+a kept-alive response), while complete requests, even a head sent in pieces, are served, and an
+idle kept-alive connection is left to uvicorn's keep-alive timeout."""
 from __future__ import annotations
 
 import selectors
@@ -9,6 +10,7 @@ import time
 
 import httpx
 import pytest
+import uvicorn
 
 from tests.server.support import FakeRunner, serving
 
@@ -16,6 +18,8 @@ HEADER_TIMEOUT_S = 1.0
 NUM_SILENT = 50
 NUM_HALF_HEADS = 50
 HALF_HEAD = b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+# Longer than the header timeout, shorter than uvicorn's keep-alive timeout (which the server keeps).
+IDLE_S = 2 * HEADER_TIMEOUT_S
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
@@ -93,3 +97,17 @@ def test_half_a_head_after_a_kept_alive_response_is_closed(url):
         assert read_response(sock).startswith(b"HTTP/1.1 200")
         sock.sendall(HALF_HEAD)  # uvicorn's keep-alive timer stops at the first byte
         assert wait_all_closed([sock], timeout_s=HEADER_TIMEOUT_S + 9) == []
+
+
+def test_an_idle_kept_alive_connection_outlives_the_header_timeout(url):
+    assert HEADER_TIMEOUT_S < IDLE_S < uvicorn.Config(app=None).timeout_keep_alive
+    with connect(url) as sock:
+        sock.sendall(HEALTH)
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        time.sleep(IDLE_S)  # idle between requests: only uvicorn's keep-alive applies
+        sock.sendall(HEALTH)
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(HALF_HEAD)  # ...and half a head after that response is still timed
+        started_s = time.monotonic()
+        assert wait_all_closed([sock], timeout_s=HEADER_TIMEOUT_S + 9) == []
+        assert time.monotonic() - started_s >= HEADER_TIMEOUT_S * 0.9
