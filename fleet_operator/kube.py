@@ -122,12 +122,13 @@ def get(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace
 
 
 def delete(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace: str,
-           name: str) -> bool:
-    """Delete if present; True if something was deleted."""
+           name: str, uid: str | None = None) -> bool:
+    """Delete if present (and, given `uid`, still that object); True if something was deleted."""
+    body = {"preconditions": {"uid": uid}} if uid is not None else None
     try:
-        request(api, "DELETE", object_path(api_version, kind, namespace, name))
+        request(api, "DELETE", object_path(api_version, kind, namespace, name), body=body)
     except ApiError as e:
-        if e.status == 404:
+        if e.status == 404 or (uid is not None and e.status == 409):  # gone, or replaced since
             return False
         raise
     return True

@@ -83,9 +83,8 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
     actions, keda = {}, None
     # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
-    # A 404 (absent, or keda.sh not served at all) is "nothing to delete".
     for api_version, kind, child_name in unwanted_children(fleet):
-        if kube.delete(ctx.api, api_version, kind, fleet.namespace, child_name):
+        if _delete_owned(ctx, body, api_version, kind, child_name):
             actions[_action_key(kind, child_name, fleet)] = "deleted"
     for child in children:
         if child["kind"] == "ScaledObject":
@@ -95,6 +94,21 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
         actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
             kube.apply(ctx.api, child, optional)
     return actions, keda
+
+
+def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: str, kind: str,
+                  child_name: str) -> bool:
+    """Delete the named child only if this fleet owns it: True if deleted.
+
+    Names are not ownership: fleet `foo`'s `foo-gateway` may be fleet `foo-gateway`'s own
+    Deployment. A 404 (absent, or keda.sh not served at all) is "nothing to delete"; the uid
+    precondition keeps an object recreated between the GET and the DELETE.
+    """
+    namespace = body["metadata"]["namespace"]
+    child = kube.get(ctx.api, api_version, kind, namespace, child_name)
+    if child is None or (owner_fleet(child) or (None, None))[1] != body["metadata"].get("uid"):
+        return False
+    return kube.delete(ctx.api, api_version, kind, namespace, child_name, uid=child["metadata"]["uid"])
 
 
 def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
