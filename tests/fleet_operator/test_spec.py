@@ -162,3 +162,11 @@ def test_gateway_spec_error(spec, message):
     with pytest.raises(SpecError) as error:
         parse({"model": MODEL, "image": IMAGE, **spec})
     assert message in str(error.value)
+
+
+def test_the_gateway_needs_room_for_its_suffix_in_the_name():
+    gateway = {"model": MODEL, "image": IMAGE, "gateway": {"enabled": True}}
+    assert parse(gateway, name="a" * 55).gateway.enabled
+    with pytest.raises(SpecError, match=r"spec.gateway.enabled.*'a{56}-gateway', 64 characters.*at most 55"):
+        parse(gateway, name="a" * 56)
+    assert not parse({"model": MODEL, "image": IMAGE}, name="a" * 63).gateway.enabled  # off: 63 is fine
