@@ -119,9 +119,7 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     decision = with_pods_to_go(decide(samples, fleet.replicas, fleet.autoscaling, history, now, gateway))
     gauges = total_gauges(results)
     with ctx.locks.for_fleet(namespace, name):
-        if decision.pods_to_go:
-            _set_deletion_costs(ctx, namespace, pods, decision)
-        return _apply(ctx, body, decision, gauges.running, gauges.waiting)
+        return _apply(ctx, body, decision, pods, gauges.running, gauges.waiting)
 
 
 async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[str, Any]] | None,
@@ -172,15 +170,16 @@ def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[st
             log.warning("could not set %s on pod %s/%s: %s", DELETION_COST, namespace, name, e)
 
 
-def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, running: float,
-           waiting: float) -> TickResult | None:
-    """Scale, then status, then the Event (HPA's order: act, then record).
+def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
+           pods: list[dict[str, Any]], running: float, waiting: float) -> TickResult | None:
+    """Deletion costs and scale, then status, then the Event (HPA's order: act, then record).
 
     Only onto the fleet the decision was made for: the same object at the same generation (a
-    resize or spec change since the tick began wins). The scale write carries a resourceVersion,
-    the status write too (kube.update_fleet_status), so no other writer's change is lost.
+    resize or spec change since the tick began wins, and then no pod is annotated either). The
+    scale write carries a resourceVersion, the status write too (kube.update_fleet_status), so no
+    other writer's change is lost.
     """
-    current = _unchanged_fleet(ctx, read, decision)
+    current = _unchanged_fleet(ctx, read, decision, pods)
     if current is None:
         return None
     generation = current["metadata"].get("generation")
@@ -198,13 +197,14 @@ def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, ru
     return TickResult(decision, event)
 
 
-def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any],
-                     decision: Decision) -> Mapping[str, Any] | None:
+def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
+                     pods: list[dict[str, Any]]) -> Mapping[str, Any] | None:
     """The fleet as read just before the scale write (if the decision rescales), or None if it
-    changed since the tick's read. The status write that follows finds the scale's new
-    resourceVersion by its 409 and recomputes over the fresh fleet."""
+    changed since the tick's read. On a scale-down the pods' deletion costs are written once, after
+    that check and just before the first scale write. The status write that follows finds the
+    scale's new resourceVersion by its 409 and recomputes over the fresh fleet."""
     meta = read["metadata"]
-    for _ in range(MAX_SCALE_ATTEMPTS):
+    for attempt in range(MAX_SCALE_ATTEMPTS):
         current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
         if current is None or current["metadata"].get("uid") != meta["uid"] \
                 or current["metadata"].get("deletionTimestamp") \
@@ -212,6 +212,8 @@ def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any],
             return None
         if not decision.is_rescale:
             return current
+        if attempt == 0 and decision.pods_to_go:
+            _set_deletion_costs(ctx, meta["namespace"], pods, decision)
         try:
             kube.scale_fleet(ctx.api, meta["namespace"], meta["name"], decision.desired_replicas,
                              current["metadata"]["resourceVersion"])
