@@ -12,7 +12,7 @@ import json
 import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import kubernetes.client
 import kubernetes.config
@@ -156,6 +156,12 @@ def apply(api: kubernetes.client.ApiClient, desired: Mapping[str, Any],
 
 def get_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     return get(api, names.API_VERSION, names.KIND, namespace, name)
+
+
+def is_live_fleet(body: Mapping[str, Any] | None, uid: str | None = None) -> TypeGuard[Mapping[str, Any]]:
+    """The fleet is there, not being deleted, and (given `uid`) the same object, not a namesake."""
+    return body is not None and not body["metadata"].get("deletionTimestamp") \
+        and (uid is None or body["metadata"].get("uid") == uid)
 
 
 def patch_fleet_status(api: kubernetes.client.ApiClient, namespace: str, name: str,

@@ -47,8 +47,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
     with ctx.locks.for_fleet(namespace, name):
         now = ctx.clock()
         body = kube.get_fleet(ctx.api, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp") \
-                or (uid is not None and body["metadata"].get("uid") != uid):
+        if not kube.is_live_fleet(body, uid):
             return None
         try:
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,

@@ -26,7 +26,7 @@ from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.demand import scrape_gateway
 from fleet_operator.autoscaling.history import history_from_status
 from fleet_operator.autoscaling.scale_in import DELETION_COST, cost_patches, deletion_costs, with_pods_to_go
-from fleet_operator.autoscaling.scraper import ScrapeResult, pod_sample, scrape_pods, total_gauges
+from fleet_operator.autoscaling.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
 from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, GatewayDemand
 from fleet_operator.clock import parse_time
@@ -109,7 +109,7 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
         raise DeploymentMissing(f"the Deployment of {namespace}/{name} does not exist yet")
     pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
-    serving = [p for p in pods if _is_serving(p)]
+    serving = [p for p in pods if is_serving(p)]
     # the gateway's demand decides only for a fleet that may go to 0 (minReplicas 0 needs it)
     gateway_pods = kube.list_pods(ctx.api, namespace, names.gateway_selector_string(name)) \
         if fleet.autoscaling.min_replicas == 0 else None
@@ -137,8 +137,7 @@ async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[s
 def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
                   uid: str | None) -> FleetSpec | None:
     """The fleet's spec if it is there, valid and natively autoscaled, else None."""
-    if body is None or body["metadata"].get("deletionTimestamp") \
-            or (uid is not None and body["metadata"].get("uid") != uid):
+    if not kube.is_live_fleet(body, uid):
         return None
     meta = body["metadata"]
     try:
@@ -146,11 +145,6 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
     except SpecError:
         return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
     return fleet if fleet.autoscaling.is_native else None
-
-
-def _is_serving(pod: Mapping[str, Any]) -> bool:
-    sample = pod_sample(pod, None)
-    return sample.phase == "Running" and sample.ready and not sample.deleting
 
 
 def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[str, Any]],
@@ -206,8 +200,7 @@ def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any], decision: De
     meta = read["metadata"]
     for attempt in range(MAX_SCALE_ATTEMPTS):
         current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
-        if current is None or current["metadata"].get("uid") != meta["uid"] \
-                or current["metadata"].get("deletionTimestamp") \
+        if not kube.is_live_fleet(current, meta["uid"]) \
                 or current["metadata"].get("generation") != meta.get("generation"):
             return None
         if not decision.is_rescale:
