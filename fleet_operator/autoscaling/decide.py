@@ -88,6 +88,7 @@ REASON_TEXT = {
     "ScaleFromZero": "requests are waiting at the gateway: woken at once (no window, no rate limit)",
     "NoDemand": "no request is waiting at the gateway: the fleet stays at 0",
     "GatewayUnknown": "the gateway's waiting requests are unknown: never to 0 on that",
+    "ZeroGatewayUnknown": "the gateway's waiting requests are unknown: the fleet stays at 0 until they are known",
     "GatewayWaiting": "requests are waiting at the gateway: not to 0",
 }
 
