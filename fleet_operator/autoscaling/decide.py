@@ -100,8 +100,9 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     The operator writes desired_replicas to the scale subresource, decision.to_status() to
     status.lastDecision, history_to_status(decision.history) to status.autoscalerHistory, the
     conditions, and an Event when is_rescale or the reason changed. The history assumes
-    desired_replicas is applied. gateway: the requests waiting at the fleet's gateway (None
-    without one); it decides only for a fleet whose minReplicas is 0.
+    desired_replicas is applied. gateway: the requests waiting at the fleet's gateway, or None
+    when not read (no gateway, or minReplicas >= 1: the tick scrapes it only for a fleet that may
+    go to 0); it decides only for a fleet whose minReplicas is 0, where None counts as unknown.
     """
     current = current_replicas
     verdicts = tuple(classify_pod(p, now, spec.scrape_interval_s) for p in pods)
