@@ -159,7 +159,8 @@ def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str
         # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
         new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
                            deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway)
+                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway,
+                           native=native)
         return status_patch("reconciler", current, new, native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)

@@ -123,3 +123,17 @@ def test_a_fleet_never_deletes_another_fleets_children_of_the_gateways_name(kube
         assert "deleted" not in result.actions.values()
     assert {k: kube.get(api, v, k, "default", other)["metadata"]["uid"]
             for v, k in [("apps/v1", "Deployment"), ("v1", "Service")]} == mine
+
+
+def test_a_fleet_not_natively_autoscaled_keeps_no_autoscaler_status(api):
+    reconcile(api)  # minimal.yaml: autoscaling off
+    kube.patch_fleet_status(api, "default", NAME, {
+        "lastDecision": {"reason": "ScaleUp"}, "running": 1, "waiting": 0, "lastScaleTime": "2026-11-29T17:00:00Z",
+        "autoscalerHistory": {}, "conditions": kube.get_fleet(api, "default", NAME)["status"]["conditions"]
+        + [{"type": "ScalingLimited", "status": "False", "reason": "DesiredWithinRange", "message": "",
+            "lastTransitionTime": "2026-11-29T17:00:00Z"}]})  # left from its native days
+    reconcile(api, now=T0 + timedelta(minutes=1))
+    status = kube.get_fleet(api, "default", NAME)["status"]
+    assert not {"lastDecision", "running", "waiting", "lastScaleTime", "autoscalerHistory"} & set(status)
+    assert {c["type"] for c in status["conditions"]} == {"SpecValid", "Ready"}
+    assert status["desiredReplicas"] == 1
