@@ -11,9 +11,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from fleet_operator.clock import Clock, utc_now
+from fleet_operator.fields import is_http_url
 
 DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
 RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
@@ -33,8 +33,7 @@ class OperatorConfig:
     def __post_init__(self) -> None:
         if not self.resync_interval_s > 0:
             raise ValueError(f"resync_interval_s must be > 0, got {self.resync_interval_s}")
-        url = urlsplit(self.prometheus_address or "")
-        if self.prometheus_address is not None and (url.scheme not in ("http", "https") or not url.netloc):
+        if self.prometheus_address is not None and not is_http_url(self.prometheus_address):
             raise ValueError(f"{PROMETHEUS_ADDRESS_ENV} must be an http(s) URL, got {self.prometheus_address!r}")
 
     @classmethod

@@ -12,7 +12,7 @@ import json
 import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import kubernetes.client
 import kubernetes.config
@@ -122,12 +122,13 @@ def get(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace
 
 
 def delete(api: kubernetes.client.ApiClient, api_version: str, kind: str, namespace: str,
-           name: str) -> bool:
-    """Delete if present; True if something was deleted."""
+           name: str, uid: str | None = None) -> bool:
+    """Delete if present (and, given `uid`, still that object); True if something was deleted."""
+    body = {"preconditions": {"uid": uid}} if uid is not None else None
     try:
-        request(api, "DELETE", object_path(api_version, kind, namespace, name))
+        request(api, "DELETE", object_path(api_version, kind, namespace, name), body=body)
     except ApiError as e:
-        if e.status == 404:
+        if e.status == 404 or (uid is not None and e.status == 409):  # gone, or replaced since
             return False
         raise
     return True
@@ -155,6 +156,12 @@ def apply(api: kubernetes.client.ApiClient, desired: Mapping[str, Any],
 
 def get_fleet(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
     return get(api, names.API_VERSION, names.KIND, namespace, name)
+
+
+def is_live_fleet(body: Mapping[str, Any] | None, uid: str | None = None) -> TypeGuard[Mapping[str, Any]]:
+    """The fleet is there, not being deleted, and (given `uid`) the same object, not a namesake."""
+    return body is not None and not body["metadata"].get("deletionTimestamp") \
+        and (uid is None or body["metadata"].get("uid") == uid)
 
 
 def patch_fleet_status(api: kubernetes.client.ApiClient, namespace: str, name: str,

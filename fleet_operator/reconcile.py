@@ -47,8 +47,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
     with ctx.locks.for_fleet(namespace, name):
         now = ctx.clock()
         body = kube.get_fleet(ctx.api, namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp") \
-                or (uid is not None and body["metadata"].get("uid") != uid):
+        if not kube.is_live_fleet(body, uid):
             return None
         try:
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
@@ -83,9 +82,8 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
     actions, keda = {}, None
     # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
-    # A 404 (absent, or keda.sh not served at all) is "nothing to delete".
     for api_version, kind, child_name in unwanted_children(fleet):
-        if kube.delete(ctx.api, api_version, kind, fleet.namespace, child_name):
+        if _delete_owned(ctx, body, api_version, kind, child_name):
             actions[_action_key(kind, child_name, fleet)] = "deleted"
     for child in children:
         if child["kind"] == "ScaledObject":
@@ -95,6 +93,21 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
         actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
             kube.apply(ctx.api, child, optional)
     return actions, keda
+
+
+def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: str, kind: str,
+                  child_name: str) -> bool:
+    """Delete the named child only if this fleet owns it: True if deleted.
+
+    Names are not ownership: fleet `foo`'s `foo-gateway` may be fleet `foo-gateway`'s own
+    Deployment. A 404 (absent, or keda.sh not served at all) is "nothing to delete"; the uid
+    precondition keeps an object recreated between the GET and the DELETE.
+    """
+    namespace = body["metadata"]["namespace"]
+    child = kube.get(ctx.api, api_version, kind, namespace, child_name)
+    if child is None or (owner_fleet(child) or (None, None))[1] != body["metadata"].get("uid"):
+        return False
+    return kube.delete(ctx.api, api_version, kind, namespace, child_name, uid=child["metadata"]["uid"])
 
 
 def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
@@ -146,7 +159,8 @@ def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str
         # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
         new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
                            deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway)
+                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway,
+                           native=native)
         return status_patch("reconciler", current, new, native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_operator import crd
+from fleet_operator import crd, names
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
 
@@ -94,7 +94,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
     resources = _parse_resources(top.child("resources"))
     autoscaling = parse_autoscaling(top.value.get("autoscaling"),
                                     prometheus_address=default_prometheus_address)
-    gateway = _parse_gateway(top.child("gateway"), autoscaling)
+    gateway = _parse_gateway(top.child("gateway"), autoscaling, name)
     return FleetSpec(
         name=name,
         namespace=namespace,
@@ -157,10 +157,15 @@ def _parse_server(srv: Fields) -> ServerSpec:
     )
 
 
-def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec) -> GatewaySpec:
+def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str) -> GatewaySpec:
     gateway = GatewaySpec(enabled=gw.boolean("enabled"), replicas=gw.integer("replicas"),
                           port=gw.integer("port"), cpu=gw.child("resources").quantity("cpu"),
                           memory=gw.child("resources").quantity("memory"))
+    child = names.gateway_name(name)
+    if gateway.enabled and len(child) > MAX_NAME_LEN:
+        raise SpecError(f"spec.gateway.enabled: the gateway's children are named {child!r}, "
+                        f"{len(child)} characters; a Service name allows at most {MAX_NAME_LEN}, "
+                        f"so metadata.name may have at most {MAX_NAME_LEN - len(child) + len(name)}")
     # the CRD's CEL rule, repeated: not every API server runs it. At 0 pods only the gateway's
     # waiting requests can say there is demand, and only the native autoscaler reads them.
     if autoscaling.min_replicas == 0 and not (gateway.enabled and autoscaling.mode == "native"):

@@ -20,7 +20,9 @@ Writer = Literal["reconciler", "autoscaler"]
 KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its Event's
 
 # desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
-# reconciler (spec.replicas); owned_fields() applies that. Both own their own conditions only.
+# reconciler (spec.replicas); so do the autoscaler's other fields and conditions, which the
+# reconciler drops once the fleet is not native (any more). owned_fields() and owned_conditions()
+# apply that: one writer per field and condition in each mode.
 OWNED_FIELDS: dict[Writer, frozenset[str]] = {
     "reconciler": frozenset({"replicas", "readyReplicas", "selector", "observedGeneration",
                              "desiredReplicas", "conditions", "gateway"}),
@@ -33,6 +35,10 @@ OWNED_CONDITIONS: dict[Writer, frozenset[str]] = {
 }
 
 
+# What only a native fleet has: the reconciler removes these when the fleet leaves native mode.
+NATIVE_ONLY_FIELDS = OWNED_FIELDS["autoscaler"] - {"desiredReplicas", "conditions"}
+
+
 class OwnershipError(AssertionError):
     """A writer's status patch touches a field or condition the other writer owns: a bug."""
 
@@ -40,8 +46,18 @@ class OwnershipError(AssertionError):
 def owned_fields(writer: Writer, native: bool) -> frozenset[str]:
     """The status fields `writer` may write, for a fleet natively autoscaled or not."""
     fields = OWNED_FIELDS[writer]
-    shared_to = "autoscaler" if native else "reconciler"
-    return fields if writer == shared_to else fields - {"desiredReplicas"}
+    if writer == "autoscaler":
+        return fields if native else fields - {"desiredReplicas"} - NATIVE_ONLY_FIELDS
+    return fields - {"desiredReplicas"} if native else fields | NATIVE_ONLY_FIELDS
+
+
+def owned_conditions(writer: Writer, native: bool) -> frozenset[str]:
+    """The condition types `writer` may set or drop: the autoscaler's go to the reconciler (to drop)
+    while the fleet is not natively autoscaled."""
+    if native:
+        return OWNED_CONDITIONS[writer]
+    return OWNED_CONDITIONS["reconciler"] | OWNED_CONDITIONS["autoscaler"] if writer == "reconciler" \
+        else frozenset()
 
 
 def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, status: str,
@@ -105,15 +121,16 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
                  deployment: Mapping[str, Any] | None, spec_error: str | None,
                  now: datetime, desired_replicas: int | None = None,
                  scaled_object: tuple[str, str, str] | None = None,
-                 gateway: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 gateway: Mapping[str, Any] | None = None, native: bool = True) -> dict[str, Any]:
     """The status fields the reconciler owns, merged over `current` (the fleet's status).
 
     deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
     message, or None when the spec is valid. desired_replicas is written when given (the reconciler
     owns it unless native autoscaling is on). scaled_object is ScaledObjectReady's (status, reason,
     message) in keda mode; None drops that condition. gateway is status.gateway (gateway_status();
-    None removes it). Fields other writers own (lastDecision, running, waiting, ...) are left as
-    they are.
+    None removes it). The native autoscaler's fields (lastDecision, running, waiting, ...) and
+    conditions are left as they are while `native`, and dropped (None) for a valid spec that is
+    not: they describe an autoscaler no longer at work. An invalid spec leaves them alone.
     """
     current = current or {}
     dep_spec = (deployment or {}).get("spec") or {}
@@ -130,6 +147,8 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
     conditions = set_condition(conditions, "Ready", *ready_condition(desired, ready), now, generation)
     if spec_error is None:  # an invalid spec leaves the ScaledObject, and what was said of it, alone
         conditions = _scaled_object_ready(conditions, scaled_object, now, generation)
+    if spec_error is None and not native:
+        conditions = [c for c in conditions if c.get("type") not in OWNED_CONDITIONS["autoscaler"]]
     status = {
         "replicas": int(dep_status.get("replicas") or 0),
         "readyReplicas": ready,
@@ -142,6 +161,8 @@ def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: in
         status["observedGeneration"] = generation
     if desired_replicas is not None:
         status["desiredReplicas"] = desired_replicas
+    if spec_error is None and not native:
+        status.update(dict.fromkeys(NATIVE_ONLY_FIELDS))  # merge patch: null removes the field
     return status
 
 
@@ -200,14 +221,15 @@ def status_patch(writer: Writer, current: Mapping[str, Any] | None, new: Mapping
     if foreign:
         raise OwnershipError(f"the {writer} may not write status {', '.join(sorted(foreign))}")
     if "conditions" in patch:
-        _check_conditions(writer, current.get("conditions"), patch["conditions"])
+        _check_conditions(owned_conditions(writer, native), writer, current.get("conditions"),
+                          patch["conditions"])
     return patch
 
 
-def _check_conditions(writer: Writer, old: Sequence[Mapping[str, Any]] | None,
+def _check_conditions(owned: frozenset[str], writer: Writer, old: Sequence[Mapping[str, Any]] | None,
                       new: Sequence[Mapping[str, Any]]) -> None:
     """The other writer's conditions must come through unchanged."""
     def others(conditions):
-        return [dict(c) for c in conditions or () if c.get("type") not in OWNED_CONDITIONS[writer]]
+        return [dict(c) for c in conditions or () if c.get("type") not in owned]
     if others(old) != others(new):
         raise OwnershipError(f"the {writer} may not change another writer's conditions")

@@ -88,6 +88,7 @@ REASON_TEXT = {
     "ScaleFromZero": "requests are waiting at the gateway: woken at once (no window, no rate limit)",
     "NoDemand": "no request is waiting at the gateway: the fleet stays at 0",
     "GatewayUnknown": "the gateway's waiting requests are unknown: never to 0 on that",
+    "ZeroGatewayUnknown": "the gateway's waiting requests are unknown: the fleet stays at 0 until they are known",
     "GatewayWaiting": "requests are waiting at the gateway: not to 0",
 }
 
@@ -99,8 +100,9 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     The operator writes desired_replicas to the scale subresource, decision.to_status() to
     status.lastDecision, history_to_status(decision.history) to status.autoscalerHistory, the
     conditions, and an Event when is_rescale or the reason changed. The history assumes
-    desired_replicas is applied. gateway: the requests waiting at the fleet's gateway (None
-    without one); it decides only for a fleet whose minReplicas is 0.
+    desired_replicas is applied. gateway: the requests waiting at the fleet's gateway, or None
+    when not read (no gateway, or minReplicas >= 1: the tick scrapes it only for a fleet that may
+    go to 0); it decides only for a fleet whose minReplicas is 0, where None counts as unknown.
     """
     current = current_replicas
     verdicts = tuple(classify_pod(p, now, spec.scrape_interval_s) for p in pods)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet_operator.autoscaling.scraper import fetch_text, metrics_url, pod_sample
+from fleet_operator.autoscaling.scraper import fetch_text, is_serving, metrics_url
 from fleet_operator.autoscaling.values import GatewayDemand
 
 WAITING_SERIES = "scoringfleet_gateway_waiting_requests"
@@ -36,8 +36,7 @@ def parse_waiting(text: str) -> tuple[float | None, str]:
 
 def serving_gateway_pods(pods: Iterable[Mapping]) -> list[Mapping]:
     """The gateway pods the Service sends requests to: Running, ready, not terminating."""
-    samples = [(pod, pod_sample(pod, None)) for pod in pods]
-    return [pod for pod, s in samples if s.phase == "Running" and s.ready and not s.deleting]
+    return [pod for pod in pods if is_serving(pod)]
 
 
 async def scrape_gateway(pods: Iterable[Mapping], port: int, timeout_s: float) -> GatewayDemand:

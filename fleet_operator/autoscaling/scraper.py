@@ -152,3 +152,9 @@ def pod_sample(pod: Mapping, result: ScrapeResult | None) -> PodSample:
         scraped_at=result.scraped_at if result else None,
         error=result.error if result else "not scraped",
     )
+
+
+def is_serving(pod: Mapping) -> bool:
+    """Running, ready and not being deleted: a pod its Service sends requests to (fleet or gateway)."""
+    sample = pod_sample(pod, None)
+    return sample.phase == "Running" and sample.ready and not sample.deleting

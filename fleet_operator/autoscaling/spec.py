@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from fleet_operator import crd
-from fleet_operator.fields import Fields, SpecError
+from fleet_operator.fields import Fields, SpecError, is_http_url
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
@@ -143,8 +142,7 @@ def _parse_keda(keda: Fields, default_address: str | None) -> KedaSpec:
         raise SpecError(f"keda mode needs a Prometheus address for its trigger: set "
                         f"{keda.path}.prometheusAddress, or the operator's SCORING_FLEET_PROMETHEUS_ADDRESS "
                         f"(the chart's keda.prometheusAddress)")
-    url = urlsplit(address)
-    if url.scheme not in ("http", "https") or not url.netloc:
+    if not is_http_url(address):
         raise SpecError(f"{keda.path}.prometheusAddress must be an http(s) URL, got {address!r}")
     return KedaSpec(prometheus_address=address, authentication_ref=keda.string("authenticationRef") or None)
 

@@ -26,7 +26,7 @@ from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.demand import scrape_gateway
 from fleet_operator.autoscaling.history import history_from_status
 from fleet_operator.autoscaling.scale_in import DELETION_COST, cost_patches, deletion_costs, with_pods_to_go
-from fleet_operator.autoscaling.scraper import ScrapeResult, pod_sample, scrape_pods, total_gauges
+from fleet_operator.autoscaling.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
 from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, GatewayDemand
 from fleet_operator.clock import parse_time
@@ -109,7 +109,7 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
         raise DeploymentMissing(f"the Deployment of {namespace}/{name} does not exist yet")
     pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
-    serving = [p for p in pods if _is_serving(p)]
+    serving = [p for p in pods if is_serving(p)]
     # the gateway's demand decides only for a fleet that may go to 0 (minReplicas 0 needs it)
     gateway_pods = kube.list_pods(ctx.api, namespace, names.gateway_selector_string(name)) \
         if fleet.autoscaling.min_replicas == 0 else None
@@ -119,9 +119,7 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     decision = with_pods_to_go(decide(samples, fleet.replicas, fleet.autoscaling, history, now, gateway))
     gauges = total_gauges(results)
     with ctx.locks.for_fleet(namespace, name):
-        if decision.pods_to_go:
-            _set_deletion_costs(ctx, namespace, pods, decision)
-        return _apply(ctx, body, decision, gauges.running, gauges.waiting)
+        return _apply(ctx, body, decision, pods, gauges.running, gauges.waiting)
 
 
 async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[str, Any]] | None,
@@ -139,8 +137,7 @@ async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[s
 def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
                   uid: str | None) -> FleetSpec | None:
     """The fleet's spec if it is there, valid and natively autoscaled, else None."""
-    if body is None or body["metadata"].get("deletionTimestamp") \
-            or (uid is not None and body["metadata"].get("uid") != uid):
+    if not kube.is_live_fleet(body, uid):
         return None
     meta = body["metadata"]
     try:
@@ -148,11 +145,6 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
     except SpecError:
         return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
     return fleet if fleet.autoscaling.is_native else None
-
-
-def _is_serving(pod: Mapping[str, Any]) -> bool:
-    sample = pod_sample(pod, None)
-    return sample.phase == "Running" and sample.ready and not sample.deleting
 
 
 def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[str, Any]],
@@ -172,15 +164,16 @@ def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[st
             log.warning("could not set %s on pod %s/%s: %s", DELETION_COST, namespace, name, e)
 
 
-def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, running: float,
-           waiting: float) -> TickResult | None:
-    """Scale, then status, then the Event (HPA's order: act, then record).
+def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
+           pods: list[dict[str, Any]], running: float, waiting: float) -> TickResult | None:
+    """Deletion costs and scale, then status, then the Event (HPA's order: act, then record).
 
     Only onto the fleet the decision was made for: the same object at the same generation (a
-    resize or spec change since the tick began wins). The scale write carries a resourceVersion,
-    the status write too (kube.update_fleet_status), so no other writer's change is lost.
+    resize or spec change since the tick began wins, and then no pod is annotated either). The
+    scale write carries a resourceVersion, the status write too (kube.update_fleet_status), so no
+    other writer's change is lost.
     """
-    current = _unchanged_fleet(ctx, read, decision)
+    current = _unchanged_fleet(ctx, read, decision, pods)
     if current is None:
         return None
     generation = current["metadata"].get("generation")
@@ -198,20 +191,22 @@ def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision, ru
     return TickResult(decision, event)
 
 
-def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any],
-                     decision: Decision) -> Mapping[str, Any] | None:
+def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
+                     pods: list[dict[str, Any]]) -> Mapping[str, Any] | None:
     """The fleet as read just before the scale write (if the decision rescales), or None if it
-    changed since the tick's read. The status write that follows finds the scale's new
-    resourceVersion by its 409 and recomputes over the fresh fleet."""
+    changed since the tick's read. On a scale-down the pods' deletion costs are written once, after
+    that check and just before the first scale write. The status write that follows finds the
+    scale's new resourceVersion by its 409 and recomputes over the fresh fleet."""
     meta = read["metadata"]
-    for _ in range(MAX_SCALE_ATTEMPTS):
+    for attempt in range(MAX_SCALE_ATTEMPTS):
         current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
-        if current is None or current["metadata"].get("uid") != meta["uid"] \
-                or current["metadata"].get("deletionTimestamp") \
+        if not kube.is_live_fleet(current, meta["uid"]) \
                 or current["metadata"].get("generation") != meta.get("generation"):
             return None
         if not decision.is_rescale:
             return current
+        if attempt == 0 and decision.pods_to_go:
+            _set_deletion_costs(ctx, meta["namespace"], pods, decision)
         try:
             kube.scale_fleet(ctx.api, meta["namespace"], meta["name"], decision.desired_replicas,
                              current["metadata"]["resourceVersion"])

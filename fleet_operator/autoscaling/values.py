@@ -110,7 +110,8 @@ class Decision:
     degraded: bool
     conditions: tuple[Condition, ...]
     history: History = field(default_factory=History)
-    gateway: GatewayDemand | None = None  # None: the fleet has no gateway
+    # None: not read (the fleet has no gateway, or minReplicas >= 1: only a fleet that may go to 0 reads it)
+    gateway: GatewayDemand | None = None
     pods_to_go: tuple[str, ...] = ()  # on a scale-down, the pods expected to be removed (scale_in.py)
 
     @property

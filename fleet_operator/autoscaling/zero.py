@@ -20,7 +20,9 @@ def at_zero(current: int, spec: AutoscalingSpec, gateway: GatewayDemand | None) 
         return None
     waiting = (gateway or NO_GATEWAY).waiting
     if waiting is None:
-        return 0, "GatewayUnknown"  # unknown demand: nothing to wake for, and nothing to lose
+        # unknown demand: nothing to wake for, and nothing to lose. Its own reason: GatewayUnknown
+        # is the guard's "not to 0" (ScalingLimited), and this fleet is at 0 already.
+        return 0, "ZeroGatewayUnknown"
     if waiting > 0:
         return 1, "ScaleFromZero"  # 1, not more: its load, once it serves, sizes the rest
     return 0, "NoDemand"

@@ -33,6 +33,9 @@ GATEWAY_BUILDERS = (build_gateway_service_account, build_gateway_role, build_gat
                     build_gateway_deployment, build_gateway_service)
 GATEWAY_KINDS = (("v1", "ServiceAccount"), (RBAC_API, "Role"), (RBAC_API, "RoleBinding"),
                  ("apps/v1", "Deployment"), ("v1", "Service"))
+# Their deletion order: the pods first, the ServiceAccount they run as last.
+GATEWAY_DELETION_ORDER = (("apps/v1", "Deployment"), ("v1", "Service"), (RBAC_API, "RoleBinding"),
+                          (RBAC_API, "Role"), ("v1", "ServiceAccount"))
 
 __all__ = ["build_children", "build_deployment", "build_hpa", "build_pdb", "build_service",
            "build_scaled_object", "format_quantity", "gateway_address", "scaled_object_params",
@@ -55,14 +58,15 @@ def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
 def unwanted_children(fleet: FleetSpec) -> list[tuple[str, str, str]]:
     """(apiVersion, kind, name) of children the fleet must not have: the HPA outside hpa mode, the
     ScaledObject outside keda mode (these first: KEDA's admission webhook refuses a ScaledObject on
-    a target another HPA manages), the gateway's when it is disabled."""
+    a target another HPA manages), the gateway's when it is disabled (in GATEWAY_DELETION_ORDER).
+    Only names: the reconciler deletes one only if this fleet owns it."""
     unwanted = []
     if not wants_hpa(fleet):
         unwanted.append(("autoscaling/v2", "HorizontalPodAutoscaler", fleet.name))
     if not wants_scaled_object(fleet):
         unwanted.append(("keda.sh/v1alpha1", "ScaledObject", fleet.name))
     if not fleet.gateway.enabled:
-        unwanted += [(api_version, kind, gateway_name(fleet.name)) for api_version, kind in GATEWAY_KINDS]
+        unwanted += [(api_version, kind, gateway_name(fleet.name)) for api_version, kind in GATEWAY_DELETION_ORDER]
     return unwanted
 
 

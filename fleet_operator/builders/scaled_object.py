@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from fleet_operator.builders.hpa import hpa_behavior
+from fleet_operator.fields import is_http_url
 from fleet_operator.names import API_VERSION as FLEET_API_VERSION, KIND as FLEET_KIND, fleet_labels
 from fleet_operator.spec import FleetSpec
 
@@ -69,8 +69,7 @@ def _problem(p: ScaledObjectParams) -> str | None:
         return f"maxReplicas ({p.max_replicas}) must be >= minReplicas ({p.min_replicas})"
     if not (math.isfinite(p.target_load_per_replica) and p.target_load_per_replica > 0):
         return f"targetLoadPerReplica must be > 0 (got {p.target_load_per_replica})"
-    url = urlsplit(p.prometheus_address)
-    if url.scheme not in ("http", "https") or not url.netloc:
+    if not is_http_url(p.prometheus_address):
         return (f"the Prometheus address must be an http(s) URL (got "
                 f"{p.prometheus_address!r}); set the operator's default or the fleet's own")
     if p.fallback_failures < 0:

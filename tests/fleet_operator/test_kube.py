@@ -152,3 +152,14 @@ def test_an_unreachable_api_server_is_a_retryable_api_error():
         with pytest.raises(kube.ApiError) as error:
             kube.get(api, "v1", "Service", "default", "x")
     assert error.value.status == 0 and kube.is_retryable(0)
+
+
+@pytest.mark.parametrize("body, uid, live", [
+    (None, None, False),
+    ({"metadata": {"uid": "u1"}}, None, True),
+    ({"metadata": {"uid": "u1"}}, "u1", True),
+    ({"metadata": {"uid": "u2"}}, "u1", False),
+    ({"metadata": {"uid": "u1", "deletionTimestamp": "2026-01-01T00:00:00Z"}}, "u1", False),
+], ids=["gone", "any-uid", "same-uid", "namesake", "being-deleted"])
+def test_is_live_fleet(body, uid, live):
+    assert kube.is_live_fleet(body, uid) is live

@@ -106,3 +106,34 @@ def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_
     assert gateway_children(api) == [None] * 5
     assert "gateway" not in kube.get_fleet(api, "default", NAME)["status"]
     assert kube.get(api, "apps/v1", "Deployment", "default", NAME) is not None  # the fleet's own stay
+
+
+def test_a_fleet_never_deletes_another_fleets_children_of_the_gateways_name(kube_api, api):
+    # Fleet qwen-scorer (gateway off) wants no `qwen-scorer-gateway` children; fleet
+    # qwen-scorer-gateway's own Deployment and Service have exactly those names.
+    other = f"{NAME}-gateway"
+    kube_api.create({"apiVersion": "scoring.fleet.dev/v1alpha1", "kind": "ScoringFleet",
+                     "metadata": {"name": other, "namespace": "default"},
+                     "spec": {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": "scoring-fleet:0.1.0"}})
+    assert reconcile_fleet(at(api, T0), "default", other).actions["Deployment"] == "created"
+    mine = {k: kube.get(api, v, k, "default", other)["metadata"]["uid"]
+            for v, k in [("apps/v1", "Deployment"), ("v1", "Service")]}
+    for minute in range(2):
+        result = reconcile(api, now=T0 + timedelta(minutes=minute))
+        assert "deleted" not in result.actions.values()
+    assert {k: kube.get(api, v, k, "default", other)["metadata"]["uid"]
+            for v, k in [("apps/v1", "Deployment"), ("v1", "Service")]} == mine
+
+
+def test_a_fleet_not_natively_autoscaled_keeps_no_autoscaler_status(api):
+    reconcile(api)  # minimal.yaml: autoscaling off
+    kube.patch_fleet_status(api, "default", NAME, {
+        "lastDecision": {"reason": "ScaleUp"}, "running": 1, "waiting": 0, "lastScaleTime": "2026-11-29T17:00:00Z",
+        "autoscalerHistory": {}, "conditions": kube.get_fleet(api, "default", NAME)["status"]["conditions"]
+        + [{"type": "ScalingLimited", "status": "False", "reason": "DesiredWithinRange", "message": "",
+            "lastTransitionTime": "2026-11-29T17:00:00Z"}]})  # left from its native days
+    reconcile(api, now=T0 + timedelta(minutes=1))
+    status = kube.get_fleet(api, "default", NAME)["status"]
+    assert not {"lastDecision", "running", "waiting", "lastScaleTime", "autoscalerHistory"} & set(status)
+    assert {c["type"] for c in status["conditions"]} == {"SpecValid", "Ready"}
+    assert status["desiredReplicas"] == 1

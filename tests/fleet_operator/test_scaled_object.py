@@ -155,7 +155,7 @@ def test_builder_module_imports_no_client_library_only_pure_operator_modules():
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert {m.split(".")[0] for m in imported}.isdisjoint({"kopf", "kubernetes", "aiohttp", "httpx"})
     assert {m for m in imported if m.startswith("fleet_operator")} == {
-        "fleet_operator.builders.hpa", "fleet_operator.names", "fleet_operator.spec"}
+        "fleet_operator.builders.hpa", "fleet_operator.fields", "fleet_operator.names", "fleet_operator.spec"}
 
 
 # --- from a FleetSpec: what build_children renders in keda mode ---

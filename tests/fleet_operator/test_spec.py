@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_operator.autoscaling.spec import AutoscalingSpec
+from fleet_operator.fields import is_http_url
 from fleet_operator.spec import (
     GatewaySpec,
     ModelSpec,
@@ -162,3 +163,19 @@ def test_gateway_spec_error(spec, message):
     with pytest.raises(SpecError) as error:
         parse({"model": MODEL, "image": IMAGE, **spec})
     assert message in str(error.value)
+
+
+def test_the_gateway_needs_room_for_its_suffix_in_the_name():
+    gateway = {"model": MODEL, "image": IMAGE, "gateway": {"enabled": True}}
+    assert parse(gateway, name="a" * 55).gateway.enabled
+    with pytest.raises(SpecError, match=r"spec.gateway.enabled.*'a{56}-gateway', 64 characters.*at most 55"):
+        parse(gateway, name="a" * 56)
+    assert not parse({"model": MODEL, "image": IMAGE}, name="a" * 63).gateway.enabled  # off: 63 is fine
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("http://prometheus.monitoring.svc:9090", True), ("https://p.example", True),
+    ("prometheus:9090", False), ("ftp://p", False), ("http://", False), ("", False), (None, False),
+])
+def test_is_http_url_the_one_prometheus_address_check(value, ok):
+    assert is_http_url(value) is ok

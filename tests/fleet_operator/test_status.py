@@ -12,12 +12,14 @@ from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.clock import format_time as rfc3339
 from fleet_operator.status import (
+    NATIVE_ONLY_FIELDS,
     OWNED_CONDITIONS,
     OWNED_FIELDS,
     OwnershipError,
     autoscaler_status,
     fleet_status,
     gateway_status,
+    owned_conditions,
     owned_fields,
     ready_condition,
     scaled_object_condition,
@@ -162,6 +164,29 @@ def test_the_writers_share_only_desired_replicas_and_the_conditions_list():
     for native in (True, False):
         assert len([w for w in ("reconciler", "autoscaler")
                     if "desiredReplicas" in owned_fields(w, native)]) == 1
+
+
+def test_leaving_native_mode_drops_the_autoscalers_fields_and_conditions():
+    new = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error=None,
+                       now=T1, desired_replicas=3, native=False)
+    patch = status_patch("reconciler", FULL_BEFORE, new, native=False)
+    assert {k: patch[k] for k in ("running", "waiting", "lastDecision", "autoscalerHistory")} == \
+        dict.fromkeys(("running", "waiting", "lastDecision", "autoscalerHistory"))
+    assert "lastScaleTime" not in patch  # absent already: nothing to remove
+    assert [c["type"] for c in patch["conditions"]] == ["SpecValid", "Ready"]
+    # native, or an invalid spec (which may be native again once fixed): left alone
+    for native, error in ((True, None), (False, "bad")):
+        kept = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error=error,
+                            now=T1, native=native)
+        assert not {"running", "lastDecision"} & set(kept)
+        assert len(kept["conditions"]) == 5
+
+
+def test_the_native_only_fields_and_conditions_have_one_writer_per_mode():
+    for native in (True, False):
+        for field in NATIVE_ONLY_FIELDS:
+            assert len([w for w in ("reconciler", "autoscaler") if field in owned_fields(w, native)]) == 1
+        assert not owned_conditions("reconciler", native) & owned_conditions("autoscaler", native)
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "not-native"])

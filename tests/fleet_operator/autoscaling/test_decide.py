@@ -213,7 +213,7 @@ CASES = [
     # a terminating pod left over from the scale-down does not wake the fleet
     Case("at-zero-deleting-pod-ignored", fleet(deleting(40)), 0, 0, "NoDemand", spec=ZERO,
          gateway=waiting(0)),
-    Case("at-zero-gateway-unknown-holds", fleet(), 0, 0, "GatewayUnknown", spec=ZERO, gateway=UNKNOWN),
+    Case("at-zero-gateway-unknown-holds", fleet(), 0, 0, "ZeroGatewayUnknown", spec=ZERO, gateway=UNKNOWN),
     # the gateway wakes only a fleet whose minReplicas is 0; this one was paused by hand
     Case("at-zero-min-one-stays-paused", fleet(), 0, 0, "ScalingDisabled", gateway=waiting(4)),
     Case("to-zero-after-the-down-window", fleet(ready(0)), 1, 0, "ScaleDown", spec=ZERO,
@@ -256,6 +256,14 @@ def test_last_decision_reports_the_gateway():
     assert held.to_status()["gateway"] == {"waiting": "unknown", "why": UNKNOWN.error}
     assert held.condition("ScalingLimited").reason == "GatewayUnknown"
     assert "gateway" not in decide(fleet(ready(0)), 1, SPEC, History(), NOW).to_status()
+
+
+def test_at_zero_an_unknown_gateway_count_limits_nothing():
+    # the guard's GatewayUnknown means "not to 0"; at 0 already nothing is cut
+    held = decide(fleet(), 0, ZERO, History(), NOW, UNKNOWN)
+    assert (held.desired_replicas, held.reason) == (0, "ZeroGatewayUnknown")
+    assert held.condition("ScalingLimited").status == "False"
+    assert held.message.startswith("0 -> 0: the gateway's waiting requests are unknown: the fleet stays at 0")
 
 
 def test_missing_pod_explained_with_the_load_assumed_for_it():

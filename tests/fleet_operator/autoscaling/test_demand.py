@@ -61,7 +61,7 @@ ZERO = {"enabled": True, "mode": "native", "minReplicas": 0, "maxReplicas": 3,
 @pytest.mark.parametrize("body,replicas,reason", [
     (f"{G} 2\n".encode(), 1, "ScaleFromZero"),
     (f"{G} 0\n".encode(), 0, "NoDemand"),
-    (b"garbage{\n", 0, "GatewayUnknown"),
+    (b"garbage{\n", 0, "ZeroGatewayUnknown"),
 ], ids=["requests-waiting", "nothing-waiting", "garbage-gauge"])
 def test_a_tick_wakes_a_fleet_at_zero_from_its_gateway(kube_api, body, replicas, reason):
     api = kube_api.client()

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from fleet_operator import kube
+from fleet_operator.autoscaling import tick as tick_module
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.scale_in import (
@@ -160,3 +161,21 @@ def test_costs_are_written_only_where_they_change(kube_api, five_pods):
     assert result.decision.pods_to_go == (f"{NAME}-0",)
     patched = [r.path for r in kube_api.requests(start, method="PATCH") if "/pods/" in r.path]
     assert patched == [f"/api/v1/namespaces/default/pods/{NAME}-1"]  # -0 already carried "0"
+
+
+def test_a_decision_dropped_for_a_changed_fleet_writes_no_deletion_cost(kube_api, five_pods, monkeypatch):
+    api = kube_api.client()
+    make_fleet(kube_api, api, five_pods, replicas=2, num_pods=2,
+               autoscaling={**NATIVE, "minReplicas": 1})
+
+    def decide_then_edit(*args, **kwargs):  # someone edits the spec while the tick decides
+        kube_api.request("PATCH", f"/apis/scoring.fleet.dev/v1alpha1/namespaces/default/scoringfleets/{NAME}",
+                         {"spec": {"image": "scoring-fleet:0.1.1"}}, content_type="application/merge-patch+json")
+        return with_pods_to_go(*args, **kwargs)
+
+    monkeypatch.setattr(tick_module, "with_pods_to_go", decide_then_edit)
+    start = time.monotonic()
+    assert tick(api) is None  # both idle: 2 -> 1, but the fleet's generation moved
+    assert [r.path for r in kube_api.requests(start, method="PATCH") if "/pods/" in r.path] == []
+    assert all(DELETION_COST not in (p["metadata"].get("annotations") or {})
+               for p in kube.list_fleet_pods(api, "default", NAME))

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from fleet_operator.autoscaling.scraper import (
     Gauges,
     ScrapeResult,
+    is_serving,
     metrics_url,
     parse_gauges,
     pod_sample,
@@ -159,6 +160,19 @@ async def test_scrape_pods_stamps_with_the_given_clock_and_reuses_a_session(flee
 def test_pod_sample(body, result, expected):
     sample = pod_sample(body, result)
     assert (sample.phase, sample.ready, sample.deleting, sample.load, sample.error) == expected
+
+
+READY = [{"type": "Ready", "status": "True"}]
+
+
+@pytest.mark.parametrize("metadata, status, serving", [
+    ({"name": "a"}, {"phase": "Running", "conditions": READY}, True),
+    ({"name": "a"}, {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}, False),
+    ({"name": "a"}, {"phase": "Pending", "conditions": READY}, False),
+    ({"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z"}, {"phase": "Running", "conditions": READY}, False),
+], ids=["running-ready", "unready", "pending", "deleting"])
+def test_is_serving_is_running_ready_and_not_deleting(metadata, status, serving):
+    assert is_serving({"metadata": metadata, "status": status}) is serving
 
 
 def test_parse_gauges_on_the_scoring_servers_own_metrics():
