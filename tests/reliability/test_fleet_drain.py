@@ -10,12 +10,15 @@ with -s for the counts by status.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from gateway.metrics import PREFIX as G
+from gateway.poller import parse_load
 from tests.fleet_operator.waiting import wait_for
 from tests.gateway.support import gateway_process, sample, wait_until
 from tests.reliability.fleet import NS, PodWatcher, Stream, Traffic, fleet_pods
@@ -31,7 +34,7 @@ SCALE_IN_S = 20.0  # load drop -> the two pods drained and gone: the 2 s window,
 
 def report(title: str, streams: list[Stream], gateway: str) -> None:
     retries = {reason: sample(gateway, f"{G}_retries_total", reason=reason)
-               for reason in ("503", "draining", "refused", "reset")}
+               for reason in ("503", "draining", "refused", "connect-timeout", "reset")}
     print(f"\n{title}")
     for stream in streams:
         print(f"  {stream.name}: {len(stream.answers)} requests, by status {dict(stream.by_status())}")
@@ -46,8 +49,19 @@ def assert_all_200(streams: list[Stream]) -> None:
 
 
 def _num_reqs(url: str) -> int:
-    [rank] = httpx.get(f"{url}/get_load", timeout=2).json()
-    return rank["num_reqs"]
+    return parse_load(httpx.get(f"{url}/get_load", timeout=2).json())
+
+
+@contextlib.contextmanager
+def fleet_behind_gateway(kube_api, name: str, tmp_path) -> Iterator[tuple]:
+    """(servers, gateway URL, pod watcher): three paced servers as fleet `name`'s pods and
+    `python -m gateway --fleet name` in front, once the gateway has all three in rotation."""
+    with fleet_pods(kube_api, name, 3, tmp_path) as servers, \
+            gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
+                            env=kube_api.env) as gateway, \
+            PodWatcher(kube_api, name) as pods:
+        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+        yield servers, gateway, pods
 
 
 def last_decision(cluster, name: str) -> dict:
@@ -57,11 +71,7 @@ def last_decision(cluster, name: str) -> dict:
 def test_a_fleet_scaling_in_under_load_loses_no_request_and_the_idlest_pods_go(
         operator, kube_api, tmp_path):
     cluster, name = operator.cluster, "shrink"
-    with fleet_pods(kube_api, name, 3, tmp_path) as servers, \
-            gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
-                            env=kube_api.env) as gateway, \
-            PodWatcher(kube_api, name) as pods:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+    with fleet_behind_gateway(kube_api, name, tmp_path) as (servers, gateway, pods):
         steady = Stream("steady (open loop, gateway)", gateway, num_items=1, rate_per_s=STEADY_PER_S)
         burst = Stream("burst (8 clients, gateway)", gateway, num_items=2, concurrency=8)
         # pod 2 is kept the busiest: the one a ReplicaSet left to itself removes first (newest name)
@@ -103,11 +113,7 @@ def test_a_fleet_scaling_in_under_load_loses_no_request_and_the_idlest_pods_go(
 
 def test_a_pod_deleted_under_load_loses_no_request(kube_api, tmp_path):
     name = "cut"
-    with fleet_pods(kube_api, name, 3, tmp_path) as servers, \
-            gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
-                            env=kube_api.env) as gateway, \
-            PodWatcher(kube_api, name) as pods:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+    with fleet_behind_gateway(kube_api, name, tmp_path) as (servers, gateway, pods):
         steady = Stream("steady (open loop, gateway)", gateway, num_items=2, rate_per_s=STEADY_PER_S)
         with Traffic(steady):
             # the pod to delete has admitted work in flight
@@ -129,11 +135,7 @@ def test_two_pods_deleted_at_once_under_heavier_load_lose_no_request(kube_api, t
     # A scale-in's worst moment at 5x the rate: two of three pods begin draining in the same
     # instant, and requests reach them before the gateway's watch drops them.
     name = "pair"
-    with fleet_pods(kube_api, name, 3, tmp_path) as servers, \
-            gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
-                            env=kube_api.env) as gateway, \
-            PodWatcher(kube_api, name) as pods:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+    with fleet_behind_gateway(kube_api, name, tmp_path) as (servers, gateway, pods):
         steady = Stream("steady (open loop, gateway)", gateway, num_items=1,
                         rate_per_s=5 * STEADY_PER_S)
         with Traffic(steady):
