@@ -21,6 +21,9 @@ from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import (
     KEDA_NOT_INSTALLED,
+    InvalidSpec,
+    Observed,
+    ValidSpec,
     fleet_status,
     gateway_status,
     scaled_object_condition,
@@ -53,12 +56,15 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
                                 ctx.config.prometheus_address)
         except SpecError as e:
-            if "SpecValid" in _write_status(ctx, body, str(e), now, native=False):
+            if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
         actions, keda = _apply_children(ctx, body, fleet)
-        moved = _write_status(ctx, body, None, now, fleet.autoscaling.is_native, fleet.replicas, keda,
-                              _gateway_status(ctx, fleet))
+        native = fleet.autoscaling.is_native
+        # spec.replicas is the desired size unless the native autoscaler decides (and reports) it
+        valid = ValidSpec(native=native, desired_replicas=None if native else fleet.replicas,
+                          scaled_object=keda, gateway=_gateway_status(ctx, fleet))
+        moved = _write_status(ctx, body, now, valid)
         if keda is not None and keda[1] == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
             kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda[2], now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
@@ -140,28 +146,20 @@ def _action_key(kind: str, child_name: str, fleet: FleetSpec) -> str:
     return kind if child_name == fleet.name else f"{kind} {child_name}"
 
 
-def _write_status(ctx: OperatorContext, body: Mapping[str, Any], spec_error: str | None,
-                  now: datetime, native: bool, replicas: int | None = None,
-                  scaled_object: Condition | None = None,
-                  gateway: Mapping[str, Any] | None = None) -> set[str]:
+def _write_status(ctx: OperatorContext, body: Mapping[str, Any], now: datetime,
+                  spec: ValidSpec | InvalidSpec) -> set[str]:
     """Patch the reconciler's status fields that changed; the condition types whose status, reason
-    or message changed.
-
-    spec.replicas is the desired size unless the native autoscaler decides (and reports) it. An
-    invalid spec leaves desiredReplicas as it was, and the running children stay.
-    """
+    or message changed. An invalid spec leaves desiredReplicas as it was, and the running children
+    stay."""
     meta = body["metadata"]
     deployment = kube.get(ctx.api, "apps/v1", "Deployment", meta["namespace"], meta["name"])
-    desired = None if native else replicas
+    # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
+    observed = Observed(meta["name"], meta.get("generation"), deployment, now)
+    native = isinstance(spec, ValidSpec) and spec.native
 
     def make_patch(fleet: Mapping[str, Any]) -> dict[str, Any]:
         current = fleet.get("status") or {}
-        # observedGeneration: the generation this reconcile parsed, even if a retry reads a newer one
-        new = fleet_status(current, name=meta["name"], generation=meta.get("generation"),
-                           deployment=deployment, spec_error=spec_error, now=now,
-                           desired_replicas=desired, scaled_object=scaled_object, gateway=gateway,
-                           native=native)
-        return status_patch("reconciler", current, new, native)
+        return status_patch("reconciler", current, fleet_status(current, observed, spec), native)
 
     written = kube.update_fleet_status(ctx.api, body, make_patch)
     if written is None:

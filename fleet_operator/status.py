@@ -8,6 +8,7 @@ arguments, never from the clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -117,53 +118,85 @@ def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
     return ready["status"], ready.get("reason") or default_reason, message
 
 
-def fleet_status(current: Mapping[str, Any] | None, *, name: str, generation: int | None,
-                 deployment: Mapping[str, Any] | None, spec_error: str | None,
-                 now: datetime, desired_replicas: int | None = None,
-                 scaled_object: tuple[str, str, str] | None = None,
-                 gateway: Mapping[str, Any] | None = None, native: bool = True) -> dict[str, Any]:
-    """The status fields the reconciler owns, merged over `current` (the fleet's status).
+@dataclass(frozen=True)
+class Observed:
+    """What one reconcile read: the fleet's name and generation, its Deployment as last read (None
+    if absent), and when (the time of any condition that moves)."""
 
-    deployment is the fleet's Deployment as last read (None if absent); spec_error the SpecError
-    message, or None when the spec is valid. desired_replicas is written when given (the reconciler
-    owns it unless native autoscaling is on). scaled_object is ScaledObjectReady's (status, reason,
-    message) in keda mode; None drops that condition. gateway is status.gateway (gateway_status();
-    None removes it). The native autoscaler's fields (lastDecision, running, waiting, ...) and
-    conditions are left as they are while `native`, and dropped (None) for a valid spec that is
-    not: they describe an autoscaler no longer at work. An invalid spec leaves them alone.
+    name: str
+    generation: int | None
+    deployment: Mapping[str, Any] | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class ValidSpec:
+    """What a valid spec gives the reconciler's status.
+
+    native: natively autoscaled; if not, the autoscaler's fields and conditions are dropped (they
+    describe an autoscaler no longer at work). desired_replicas: written when given (the reconciler
+    owns it unless native). scaled_object: ScaledObjectReady's (status, reason, message) in keda
+    mode; None drops that condition. gateway: status.gateway (gateway_status()); None removes it.
     """
+
+    native: bool = True
+    desired_replicas: int | None = None
+    scaled_object: tuple[str, str, str] | None = None
+    gateway: Mapping[str, Any] | None = None
+
+    @property
+    def spec_valid(self) -> tuple[str, str, str]:
+        return "True", "SpecAccepted", "the spec is valid"
+
+
+@dataclass(frozen=True)
+class InvalidSpec:
+    """A spec the parser refused, with the SpecError message. It changes only SpecValid (and Ready,
+    which follows the Deployment): the children stay, and so do desiredReplicas, status.gateway,
+    what was said of the ScaledObject, and the autoscaler's fields and conditions."""
+
+    error: str
+
+    @property
+    def spec_valid(self) -> tuple[str, str, str]:
+        return "False", "InvalidSpec", self.error
+
+
+def fleet_status(current: Mapping[str, Any] | None, observed: Observed,
+                 spec: ValidSpec | InvalidSpec) -> dict[str, Any]:
+    """The status fields the reconciler owns, merged over `current` (the fleet's status)."""
     current = current or {}
-    dep_spec = (deployment or {}).get("spec") or {}
+    deployment, now, generation = observed.deployment, observed.now, observed.generation
     dep_status = (deployment or {}).get("status") or {}
-    desired = dep_spec.get("replicas") if deployment is not None else None
+    desired = ((deployment or {}).get("spec") or {}).get("replicas") if deployment is not None else None
     ready = int(dep_status.get("readyReplicas") or 0)
-    conditions = current.get("conditions")
-    if spec_error is None:
-        conditions = set_condition(conditions, "SpecValid", "True", "SpecAccepted",
-                                   "the spec is valid", now, generation)
-    else:
-        conditions = set_condition(conditions, "SpecValid", "False", "InvalidSpec", spec_error,
-                                   now, generation)
+    conditions = set_condition(current.get("conditions"), "SpecValid", *spec.spec_valid, now, generation)
     conditions = set_condition(conditions, "Ready", *ready_condition(desired, ready), now, generation)
-    if spec_error is None:  # an invalid spec leaves the ScaledObject, and what was said of it, alone
-        conditions = _scaled_object_ready(conditions, scaled_object, now, generation)
-    if spec_error is None and not native:
-        conditions = [c for c in conditions if c.get("type") not in OWNED_CONDITIONS["autoscaler"]]
-    status = {
+    status: dict[str, Any] = {
         "replicas": int(dep_status.get("replicas") or 0),
         "readyReplicas": ready,
-        "selector": selector_string(name),
+        "selector": selector_string(observed.name),
         "conditions": conditions,
     }
-    if spec_error is None:  # an invalid spec leaves status.gateway as it was, as its children
-        status["gateway"] = gateway
     if generation is not None:
         status["observedGeneration"] = generation
-    if desired_replicas is not None:
-        status["desiredReplicas"] = desired_replicas
-    if spec_error is None and not native:
-        status.update(dict.fromkeys(NATIVE_ONLY_FIELDS))  # merge patch: null removes the field
+    if isinstance(spec, ValidSpec):
+        status.update(_valid_spec_fields(conditions, spec, observed))
     return status
+
+
+def _valid_spec_fields(conditions: list[dict[str, Any]], spec: ValidSpec,
+                       observed: Observed) -> dict[str, Any]:
+    """What only a valid spec writes: ScaledObjectReady, status.gateway, desiredReplicas, and (not
+    native) the autoscaler's fields and conditions dropped."""
+    conditions = _scaled_object_ready(conditions, spec.scaled_object, observed.now, observed.generation)
+    fields: dict[str, Any] = {"gateway": spec.gateway}
+    if spec.desired_replicas is not None:
+        fields["desiredReplicas"] = spec.desired_replicas
+    if not spec.native:
+        conditions = [c for c in conditions if c.get("type") not in OWNED_CONDITIONS["autoscaler"]]
+        fields.update(dict.fromkeys(NATIVE_ONLY_FIELDS))  # merge patch: null removes the field
+    return {**fields, "conditions": conditions}
 
 
 def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: tuple[str, str, str] | None,

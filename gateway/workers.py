@@ -1,8 +1,11 @@
 """WorkerRegistry: the workers in rotation, each with its last /get_load answer and the sequences
 the gateway has sent it since that answer (the in-flight correction).
 
-The only owner of per-worker state. Pure bookkeeping: every time is passed in (monotonic seconds);
-the poller and the proxy report to it, the picker reads snapshots of it, discovery sets who is in.
+The only owner of per-worker state. Pure bookkeeping: every time is passed in (monotonic seconds).
+The poller reports its polls to it (poll_started, record_answer, record_failure); the router the
+sequences it sends and the connections that fail (record_sent, record_failure; the proxy only
+answers the router). The picker gets the registry's live Worker objects (fresh()), not copies,
+and only reads them. Discovery (app.set_rotation) sets who is in (set_urls).
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """ASGI middleware: refuse request bodies larger than a limit with 413, before they are buffered.
 
-Checks Content-Length up front and counts the bytes of chunked bodies as they arrive (raising an
-HTTPException that the app's error handlers turn into the usual error body).
+A Content-Length over the limit is refused up front, before the app runs: this middleware sits
+outside the app's exception handlers, so it writes SGLang's error body itself. A body without one
+(chunked) is counted as it arrives; past the limit, the app's receive raises HTTPException(413),
+which the app's handler turns into the same body. NOTE: an HTTPException, not a ScoreError:
+FastAPI passes HTTPException through while it reads a body, and turns anything else into a 400.
 """
 from __future__ import annotations
 

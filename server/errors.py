@@ -26,11 +26,6 @@ class Unauthorized(ScoreError):
     error_type = "AuthenticationError"
 
 
-class PayloadTooLarge(ScoreError):
-    status_code = 413
-    error_type = "BadRequestError"
-
-
 class ServiceUnavailable(ScoreError):
     """Queue full or draining: the client should retry later, here or elsewhere."""
 

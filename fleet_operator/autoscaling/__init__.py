@@ -5,9 +5,11 @@ values.py    PodSample in; PodVerdict, RawResult, Condition, Decision out, with 
 history.py   what the windows and rate policies remember between decisions (status.autoscalerHistory)
 replicas.py  the replica calculator: group pods, ratio, tolerance, missing/unready pods filled in
 behavior.py  stabilization windows, rate policies, the min/max clamp
-decide.py    decide(): every stage in order, our two guards, the message and the conditions
+zero.py      to and from 0 on the gateway's waiting requests: at_zero(), guard_zero()
+decide.py    decide(): every stage in order, our two guards and zero's, the message and the conditions
 scale_in.py  on a scale-down: each pod's deletion cost (idlest lowest) and the pods expected to go
 scraper.py   I/O: GET /metrics from each pod -> a sample or why not
+demand.py    I/O: GET /metrics from the gateway's pods -> the requests waiting there, or unknown
 tick.py      I/O: one tick of one fleet: read, scrape, decide, then scale, status and Event
 Everything above scraper.py is pure (no I/O, no clock: `now` is an argument).
 """

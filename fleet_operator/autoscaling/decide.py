@@ -10,6 +10,7 @@ value and reason land in the Decision, its message and its conditions. Scraping 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 from fleet_operator.autoscaling.behavior import (
     limit,
@@ -93,6 +94,22 @@ REASON_TEXT = {
 }
 
 
+class Stages(NamedTuple):
+    """Each stage's replicas in HPA's order; `desired` (after our guards) is what gets written."""
+
+    raw: int
+    stabilized: int
+    rate_limited: int
+    clamped: int
+    desired: int
+
+    @classmethod
+    def held(cls, replicas: int) -> Stages:
+        """Every stage at one size: a decision taken before any metric is read, or without one."""
+        return cls(raw=replicas, stabilized=replicas, rate_limited=replicas, clamped=replicas,
+                   desired=replicas)
+
+
 def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int, spec: AutoscalingSpec,
            history: History, now: datetime, gateway: GatewayDemand | None = None) -> Decision:
     """One autoscaling decision for one fleet: call once per scrape interval with fresh samples.
@@ -109,29 +126,15 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     raw = raw_replicas(verdicts, current, spec.target_load_per_replica, spec.tolerance)
     degraded, degraded_text = metrics_degraded(raw.verdicts, spec.max_missing_fraction)
     pending = [v.name for v in verdicts if v.status == "pending"]
-    recs = history.recommendations
-    zero = at_zero(current, spec, gateway)
-    bound = zero or _bound(current, spec)
-    if bound is not None:
-        stages, reason = (bound[0],) * 5, bound[1]
-        if zero is not None:  # the scale-down window must remember a wake-up
-            recs = record_recommendation(recs, zero[0], spec, now)
-    elif raw.reason == "NoMetrics":
-        stages, reason = (current,) * 5, "NoMetrics"
-    else:
-        stabilized, stabilize_reason = stabilize(raw.replicas, current, recs, spec, now)
-        rate_limited, clamped, limit_reason = limit(stabilized, current, spec, history, now)
-        desired, guard_reason = guard(clamped, current, degraded, pending)
-        desired, zero_reason = guard_zero(desired, current, spec, gateway)
-        stages = (raw.replicas, stabilized, rate_limited, clamped, desired)
-        reason = zero_reason or guard_reason or limit_reason or stabilize_reason or raw.reason
-        recs = record_recommendation(recs, raw.replicas, spec, now)
-    desired = stages[4]
-    ups, downs = record_scale_events(history, current, desired, spec, now)
+    stages, reason, recommendation = _stages(raw, current, spec, history, now, gateway, degraded, pending)
+    recs = history.recommendations if recommendation is None \
+        else record_recommendation(history.recommendations, recommendation, spec, now)
+    ups, downs = record_scale_events(history, current, stages.desired, spec, now)
     total = sum((v.load for v in verdicts if v.status == "sample"), 0.0)
     return Decision(
-        time=now, current_replicas=current, desired_replicas=desired,
-        raw=stages[0], stabilized=stages[1], rate_limited=stages[2], clamped=stages[3],
+        time=now, current_replicas=current, desired_replicas=stages.desired,
+        raw=stages.raw, stabilized=stages.stabilized, rate_limited=stages.rate_limited,
+        clamped=stages.clamped,
         reason=reason, message=_message(reason, current, stages, raw, total, spec, gateway),
         pods=raw.verdicts, ratio=raw.ratio, corrected_ratio=raw.corrected_ratio,
         total_load=total, target_load_per_replica=spec.target_load_per_replica, degraded=degraded,
@@ -140,9 +143,37 @@ def decide(pods: list[PodSample] | tuple[PodSample, ...], current_replicas: int,
     )
 
 
-def _message(reason: str, current: int, stages: tuple[int, ...], raw: RawResult, total: float,
+def _stages(raw: RawResult, current: int, spec: AutoscalingSpec, history: History, now: datetime,
+            gateway: GatewayDemand | None, degraded: bool,
+            pending: list[str]) -> tuple[Stages, str, int | None]:
+    """(each stage's replicas, the reason, the recommendation the windows remember or None).
+
+    Every branch says what it records. As HPA: a decision from the metrics records its raw
+    recommendation; one taken before them (ScalingDisabled, the [min, max] bounds) or without
+    them (NoMetrics) records none. Ours: a fleet at 0 records its size, so the scale-down window
+    remembers a wake-up.
+    """
+    zero = at_zero(current, spec, gateway)
+    if zero is not None:
+        replicas, reason = zero
+        return Stages.held(replicas), reason, replicas
+    bound = _bound(current, spec)
+    if bound is not None:
+        replicas, reason = bound
+        return Stages.held(replicas), reason, None
+    if raw.reason == "NoMetrics":
+        return Stages.held(current), "NoMetrics", None
+    stabilized, stabilize_reason = stabilize(raw.replicas, current, history.recommendations, spec, now)
+    rate_limited, clamped, limit_reason = limit(stabilized, current, spec, history, now)
+    desired, guard_reason = guard(clamped, current, degraded, pending)
+    desired, zero_reason = guard_zero(desired, current, spec, gateway)
+    reason = zero_reason or guard_reason or limit_reason or stabilize_reason or raw.reason
+    return Stages(raw.replicas, stabilized, rate_limited, clamped, desired), reason, raw.replicas
+
+
+def _message(reason: str, current: int, stages: Stages, raw: RawResult, total: float,
              spec: AutoscalingSpec, gateway: GatewayDemand | None) -> str:
-    head = f"{current} -> {stages[4]}: {REASON_TEXT.get(reason, reason)}"
+    head = f"{current} -> {stages.desired}: {REASON_TEXT.get(reason, reason)}"
     if gateway is not None:
         head += (f" (gateway: {gateway.waiting:g} waiting)" if gateway.waiting is not None
                  else f" (gateway: waiting unknown, {gateway.error})")
@@ -153,8 +184,8 @@ def _message(reason: str, current: int, stages: tuple[int, ...], raw: RawResult,
     if raw.corrected_ratio != raw.ratio:
         ratio += f" (corrected {raw.corrected_ratio:.3f})"
     return (f"{head} (load {total:g} on {counted} pods, target {spec.target_load_per_replica:g}/pod, "
-            f"{ratio}; raw {stages[0]}, stabilized {stages[1]}, rate-limited {stages[2]}, "
-            f"clamped {stages[3]})")
+            f"{ratio}; raw {stages.raw}, stabilized {stages.stabilized}, "
+            f"rate-limited {stages.rate_limited}, clamped {stages.clamped})")
 
 
 def _conditions(reason: str, raw: RawResult, degraded: bool, degraded_text: str,

@@ -111,12 +111,13 @@ def parse_autoscaling(autoscaling: Mapping[str, Any] | None, path: str = "spec.a
     """
     a = Fields.of(autoscaling, path, crd.spec_schema("autoscaling"))
     min_replicas, max_replicas = a.integer("minReplicas"), a.integer("maxReplicas")
-    # the CRD's CEL rule, repeated: not every API server runs it
+    # The cross-field rules' one home in the operator (the builders trust the parsed spec). The
+    # CRD's CEL rules are the API server's check of the same; not every API server runs them.
     if min_replicas > max_replicas:
         raise SpecError(f"{path}.minReplicas ({min_replicas}) must be <= maxReplicas ({max_replicas})")
     target = a.number("targetLoadPerReplica")
     enabled, mode = a.boolean("enabled"), a.enum("mode")
-    # the CRD's CEL rule, repeated: a fleet at 0 pods has no load series, so KEDA could never wake it
+    # a fleet at 0 pods has no load series, so KEDA's trigger could never wake it
     if mode == "keda" and min_replicas < 1:
         raise SpecError(f"{path}.minReplicas must be >= 1 in keda mode (got {min_replicas}): a fleet "
                         "at 0 pods has no load series, which KEDA's trigger reads as an error")

@@ -166,14 +166,16 @@ def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[st
 
 def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
            pods: list[dict[str, Any]], running: float, waiting: float) -> TickResult | None:
-    """Deletion costs and scale, then status, then the Event (HPA's order: act, then record).
+    """The scale write (_rescale: deletion costs first on a scale-down), then status, then the
+    Event (HPA's order: act, then record).
 
     Only onto the fleet the decision was made for: the same object at the same generation (a
     resize or spec change since the tick began wins, and then no pod is annotated either). The
     scale write carries a resourceVersion, the status write too (kube.update_fleet_status), so no
-    other writer's change is lost.
+    other writer's change is lost; the status write finds the scale's new resourceVersion by its
+    409 and recomputes over the fresh fleet.
     """
-    current = _unchanged_fleet(ctx, read, decision, pods)
+    current = _rescale(ctx, read, decision, pods)
     if current is None:
         return None
     generation = current["metadata"].get("generation")
@@ -191,27 +193,45 @@ def _apply(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
     return TickResult(decision, event)
 
 
-def _unchanged_fleet(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
-                     pods: list[dict[str, Any]]) -> Mapping[str, Any] | None:
-    """The fleet as read just before the scale write (if the decision rescales), or None if it
-    changed since the tick's read. On a scale-down the pods' deletion costs are written once, after
-    that check and just before the first scale write. The status write that follows finds the
-    scale's new resourceVersion by its 409 and recomputes over the fresh fleet."""
+def _rescale(ctx: OperatorContext, read: Mapping[str, Any], decision: Decision,
+             pods: list[dict[str, Any]]) -> Mapping[str, Any] | None:
+    """Write the decision's size to the fleet's scale subresource, if it rescales: the fleet as
+    read just before that write (or, with nothing to write, as read now), or None if it changed
+    since the tick's read. On a scale-down the pods' deletion costs are written once, after that
+    check and just before the first scale write. A write refused by a 409 is retried over a fresh
+    read, MAX_SCALE_ATTEMPTS times in all."""
     meta = read["metadata"]
     for attempt in range(MAX_SCALE_ATTEMPTS):
-        current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
-        if not kube.is_live_fleet(current, meta["uid"]) \
-                or current["metadata"].get("generation") != meta.get("generation"):
+        current = _same_fleet(ctx, read)
+        if current is None:
             return None
         if not decision.is_rescale:
             return current
         if attempt == 0 and decision.pods_to_go:
             _set_deletion_costs(ctx, meta["namespace"], pods, decision)
-        try:
-            kube.scale_fleet(ctx.api, meta["namespace"], meta["name"], decision.desired_replicas,
-                             current["metadata"]["resourceVersion"])
+        if _write_scale(ctx, current, decision.desired_replicas):
             return current
-        except kube.ApiError as e:
-            if e.status != 409:
-                raise
     return None
+
+
+def _same_fleet(ctx: OperatorContext, read: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The fleet read afresh if it is still the one the tick read (same uid, same generation),
+    else None."""
+    meta = read["metadata"]
+    current = kube.get_fleet(ctx.api, meta["namespace"], meta["name"])
+    if not kube.is_live_fleet(current, meta["uid"]) \
+            or current["metadata"].get("generation") != meta.get("generation"):
+        return None
+    return current
+
+
+def _write_scale(ctx: OperatorContext, current: Mapping[str, Any], replicas: int) -> bool:
+    """The scale write at `current`'s resourceVersion: False when a 409 says the fleet changed."""
+    meta = current["metadata"]
+    try:
+        kube.scale_fleet(ctx.api, meta["namespace"], meta["name"], replicas, meta["resourceVersion"])
+    except kube.ApiError as e:
+        if e.status != 409:
+            raise
+        return False
+    return True

@@ -31,8 +31,6 @@ from fleet_operator.spec import FleetSpec
 # The gateway's children, in creation order (its pods need the ServiceAccount first).
 GATEWAY_BUILDERS = (build_gateway_service_account, build_gateway_role, build_gateway_role_binding,
                     build_gateway_deployment, build_gateway_service)
-GATEWAY_KINDS = (("v1", "ServiceAccount"), (RBAC_API, "Role"), (RBAC_API, "RoleBinding"),
-                 ("apps/v1", "Deployment"), ("v1", "Service"))
 # Their deletion order: the pods first, the ServiceAccount they run as last.
 GATEWAY_DELETION_ORDER = (("apps/v1", "Deployment"), ("v1", "Service"), (RBAC_API, "RoleBinding"),
                           (RBAC_API, "Role"), ("v1", "ServiceAccount"))

@@ -1,18 +1,18 @@
-"""Pure: FleetSpec -> the fleet's Deployment (pod template, probes, drain, security) and server flags.
+"""Pure: FleetSpec -> the fleet's Deployment (pod template, probes, drain) and server flags.
 
-The whole desired object, no ownerReferences (the reconciler adopts it). Empty optional fields are
-left out rather than sent as {} or [], because the API server drops them and a comparison would then
-see drift forever.
+The whole desired object, no ownerReferences (the reconciler adopts it); the security contexts are
+security.py's, shared with the gateway's pods. Empty optional fields are left out rather than sent
+as {} or [], because the API server drops them and a comparison would then see drift forever.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from fleet_operator.builders.security import container_security_context, pod_security_context
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec import FleetSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
-RUN_AS_UID = 65532  # the image's non-root user
 CONTAINER_NAME = "server"
 CACHE_DIR = "/cache"  # HF_HOME lives here: the root filesystem is read-only
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
@@ -86,10 +86,7 @@ def _scrape_annotations(fleet: FleetSpec) -> dict[str, str]:
 def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "terminationGracePeriodSeconds": termination_grace_s(fleet),
-        "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "runAsGroup": RUN_AS_UID,
-            "fsGroup": RUN_AS_UID, "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
         "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}],
     }
@@ -134,11 +131,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         # NOTE: exec python, not `sleep`: the image need not ship coreutils.
         "lifecycle": {"preStop": {"exec": {"command": [
             "python", "-c", f"import time; time.sleep({PRESTOP_SLEEP_S})"]}}},
-        "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
                          {"name": "cache", "mountPath": CACHE_DIR}],
     }

@@ -2,14 +2,14 @@
 
 The gateway's pods carry the gateway's labels (names.gateway_labels), never the fleet label, so
 nothing that selects scoring pods (the fleet's Deployment, Service, PDB, the Prometheus monitors
-and recording rules) takes them in. Same image and restricted security context as the server's.
+and recording rules) takes them in. Same image and security contexts (security.py) as the server's.
 The ServiceAccount they run as, and its rights, are gateway_rbac.py's.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.builders.deployment import RUN_AS_UID
+from fleet_operator.builders.security import container_security_context, pod_security_context
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
@@ -51,10 +51,7 @@ def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
 def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
     return {
         "serviceAccountName": gateway_name(fleet.name),
-        "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "runAsGroup": RUN_AS_UID,
-            "fsGroup": RUN_AS_UID, "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
     }
@@ -79,11 +76,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         # and a fleet at zero must still reach its gateway for requests to wait and wake it.
         "readinessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 5,
                            "timeoutSeconds": 5, "failureThreshold": 3},
-        "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUN_AS_UID, "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
 

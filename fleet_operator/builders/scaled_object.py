@@ -29,11 +29,12 @@ FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
 
 @dataclass(frozen=True)
 class ScaledObjectParams:
-    """Everything a keda-mode fleet's ScaledObject is made of; checked once, here.
+    """Everything a keda-mode fleet's ScaledObject is made of; each value checked here on its own.
 
     name, namespace: the ScoringFleet's (the ScaledObject takes its name and namespace).
-    min_replicas >= 1: a fleet at 0 pods has no load series, which this trigger reads as an error,
-    so it could never wake; max_replicas >= min_replicas.
+    min_replicas, max_replicas: as parsed, which holds the spec's cross-field rules (min >= 1 in
+    keda mode: a fleet at 0 pods has no load series, which this trigger reads as an error, so it
+    could never wake; min <= max): autoscaling/spec.py checks them, once; not again here.
     target_load_per_replica > 0: running + queued sequences per pod (the trigger's AverageValue).
     prometheus_address: base URL of the Prometheus (or compatible query API) evaluating the rules.
     behavior: an autoscaling/v2 HPA `behavior` ({"scaleUp": ..., "scaleDown": ...}), or None for
@@ -61,12 +62,6 @@ class ScaledObjectParams:
 def _problem(p: ScaledObjectParams) -> str | None:
     if not p.name or not p.namespace:
         return "name and namespace are required"
-    if p.min_replicas < 1:
-        return (f"minReplicas must be >= 1 (got {p.min_replicas}): with no pods there is no load "
-                "series, which KEDA's Prometheus trigger reads as an error, so a fleet at 0 "
-                "never wakes")
-    if p.max_replicas < p.min_replicas:
-        return f"maxReplicas ({p.max_replicas}) must be >= minReplicas ({p.min_replicas})"
     if not (math.isfinite(p.target_load_per_replica) and p.target_load_per_replica > 0):
         return f"targetLoadPerReplica must be > 0 (got {p.target_load_per_replica})"
     if not is_http_url(p.prometheus_address):
@@ -80,8 +75,8 @@ def _problem(p: ScaledObjectParams) -> str | None:
 def scaled_object_params(fleet: FleetSpec) -> ScaledObjectParams:
     """A keda-mode fleet's ScaledObject parameters: min/max/target, behavior, trigger settings, labels.
 
-    The parser has already required an http(s) address and minReplicas >= 1 in keda mode, so this
-    raises ValueError only on a FleetSpec built by hand.
+    Trusts the parsed spec: the parser has required an http(s) address, minReplicas >= 1 in keda
+    mode and min <= max, so this raises ValueError only on a FleetSpec built by hand.
     """
     a = fleet.autoscaling
     return ScaledObjectParams(

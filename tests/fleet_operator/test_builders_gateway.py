@@ -93,6 +93,17 @@ def test_the_gateway_pods_are_scraped_and_run_as_its_service_account():
         {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
 
 
+def test_the_gateway_pods_run_under_the_servers_security_contexts():
+    f = fleet()
+    gateway_pod = pod_template(f)["spec"]
+    server_pod = build_children(f)[0]["spec"]["template"]["spec"]
+    assert gateway_pod["securityContext"] == server_pod["securityContext"]
+    assert gateway_pod["containers"][0]["securityContext"] == server_pod["containers"][0]["securityContext"]
+    assert gateway_pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    # fresh dicts per object: editing one child's context leaves the other's alone
+    assert gateway_pod["securityContext"] is not server_pod["securityContext"]
+
+
 def test_the_gateway_may_only_read_pods_in_its_namespace():
     f = fleet()
     role, binding = build_gateway_role(f), build_gateway_role_binding(f)

@@ -1,13 +1,14 @@
-"""One home per fact: the API's names in names.py (matching the CRD), one clock, one time format."""
+"""One home per fact: the API's names in names.py (matching the CRD), one clock, one time format;
+and the selectors names.py spells select the pods its labels mark, and no others."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
 from fleet_operator import names
 from fleet_operator.clock import format_time, parse_time
+from kube_emulator.selectors import format_match_labels, parse_label_selector
 from tests.fleet_operator.crd_schema import ROOT, load_crd
 
 PRODUCT = sorted((ROOT / "fleet_operator").rglob("*.py"))
@@ -46,6 +47,23 @@ def test_format_time_is_rfc3339_utc_and_parse_time_reads_it_back(at, text):
     assert parse_time(text) == at
 
 
-def test_the_only_spelling_of_the_fleet_label_is_derived():
-    assert names.selector_string("x") == f"{names.GROUP}/fleet=x"
-    assert Path(names.__file__).name == "names.py"
+def pod(labels: dict[str, str]) -> dict:
+    return {"metadata": {"labels": labels}}
+
+
+# "qwen-gateway": a fleet named as fleet qwen's gateway children are; "qwen" is then the other
+@pytest.mark.parametrize("name, other", [("qwen", "qwen-gateway"), ("qwen-gateway", "qwen")])
+def test_each_selector_string_selects_its_own_pods_and_no_others(name, other):
+    # status.selector and the tick's gateway pod list are strings the API server parses: read them
+    # as it does (the emulator's parser), against every label set the builders put on pods
+    fleet, gateway = parse_label_selector(names.selector_string(name)), \
+        parse_label_selector(names.gateway_selector_string(name))
+    assert fleet(pod(names.fleet_labels(name))) and gateway(pod(names.gateway_labels(name)))
+    assert not fleet(pod(names.gateway_labels(name))) and not gateway(pod(names.fleet_labels(name)))
+    assert not fleet(pod(names.fleet_labels(other))) and not gateway(pod(names.gateway_labels(other)))
+    # the strings say what the label dicts say (the Deployment's matchLabels, the Service's selector)
+    assert names.selector_labels(name).items() <= names.fleet_labels(name).items()
+    assert names.gateway_selector_labels(name).items() <= names.gateway_labels(name).items()
+    for labels, string in ((names.selector_labels, names.selector_string),
+                           (names.gateway_selector_labels, names.gateway_selector_string)):
+        assert format_match_labels({"matchLabels": labels(name)}) == string(name)

@@ -126,15 +126,13 @@ def test_query_reads_a_series_the_chart_rules_record():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"min_replicas": 0}, "minReplicas must be >= 1"),
-    ({"max_replicas": 0}, "maxReplicas (0) must be >= minReplicas (1)"),
     ({"target_load_per_replica": 0}, "targetLoadPerReplica must be > 0"),
     ({"target_load_per_replica": math.nan}, "targetLoadPerReplica must be > 0"),
     ({"prometheus_address": ""}, "must be an http(s) URL"),
     ({"prometheus_address": "prometheus:9090"}, "must be an http(s) URL"),
     ({"fallback_failures": -1}, "fallback failures must be >= 0"),
     ({"name": ""}, "name and namespace are required"),
-], ids=["min-zero", "max-below-min", "target-zero", "target-nan", "no-address", "no-scheme",
+], ids=["target-zero", "target-nan", "no-address", "no-scheme",
         "negative-fallback", "no-name"])
 def test_bad_params_are_refused_with_a_message(change, message):
     with pytest.raises(ValueError, match="^keda mode: ") as info:

@@ -15,7 +15,10 @@ from fleet_operator.status import (
     NATIVE_ONLY_FIELDS,
     OWNED_CONDITIONS,
     OWNED_FIELDS,
+    InvalidSpec,
+    Observed,
     OwnershipError,
+    ValidSpec,
     autoscaler_status,
     fleet_status,
     gateway_status,
@@ -72,8 +75,7 @@ DEPLOYMENT = {"spec": {"replicas": 3}, "status": {"replicas": 3, "readyReplicas"
 
 
 def test_fleet_status_from_the_deployment():
-    status = fleet_status({}, name="qwen", generation=4, deployment=DEPLOYMENT, spec_error=None,
-                          now=T0)
+    status = fleet_status({}, Observed("qwen", 4, DEPLOYMENT, T0), ValidSpec())
     assert {k: status[k] for k in ("replicas", "readyReplicas", "selector", "observedGeneration")} \
         == {"replicas": 3, "readyReplicas": 2, "selector": "scoring.fleet.dev/fleet=qwen",
             "observedGeneration": 4}
@@ -82,8 +84,7 @@ def test_fleet_status_from_the_deployment():
 
 
 def test_fleet_status_with_an_invalid_spec_keeps_reporting_the_running_deployment():
-    status = fleet_status({}, name="qwen", generation=5, deployment=DEPLOYMENT,
-                          spec_error="spec.image is required", now=T0)
+    status = fleet_status({}, Observed("qwen", 5, DEPLOYMENT, T0), InvalidSpec("spec.image is required"))
     spec_valid = next(c for c in status["conditions"] if c["type"] == "SpecValid")
     assert (spec_valid["status"], spec_valid["reason"], spec_valid["message"]) == \
         ("False", "InvalidSpec", "spec.image is required")
@@ -93,24 +94,20 @@ def test_fleet_status_with_an_invalid_spec_keeps_reporting_the_running_deploymen
 @pytest.mark.parametrize("desired,expected", [(None, 5), (3, 3)], ids=["autoscaler-owns", "given"])
 def test_desired_replicas_is_written_only_when_given(desired, expected):
     current = {"desiredReplicas": 5}
-    status = fleet_status(current, name="qwen", generation=1, deployment=None, spec_error=None,
-                          now=T0, desired_replicas=desired)
+    status = fleet_status(current, Observed("qwen", 1, None, T0), ValidSpec(desired_replicas=desired))
     assert {**current, **status}["desiredReplicas"] == expected
 
 
 def test_fleet_status_leaves_fields_of_other_writers_alone():
     current = {"desiredReplicas": 5, "lastDecision": {"reason": "ScaleUp"}}
-    status = fleet_status(current, name="qwen", generation=1, deployment=None, spec_error=None,
-                          now=T0)
+    status = fleet_status(current, Observed("qwen", 1, None, T0), ValidSpec())
     assert "desiredReplicas" not in status and "lastDecision" not in status
 
 
 def test_second_status_at_a_later_time_is_an_empty_patch():
     # Idempotence: recomputing the same state later changes nothing, so nothing is written.
-    first = fleet_status({}, name="qwen", generation=1, deployment=DEPLOYMENT, spec_error=None,
-                         now=T0)
-    again = fleet_status(first, name="qwen", generation=1, deployment=DEPLOYMENT, spec_error=None,
-                         now=T1)
+    first = fleet_status({}, Observed("qwen", 1, DEPLOYMENT, T0), ValidSpec())
+    again = fleet_status(first, Observed("qwen", 1, DEPLOYMENT, T1), ValidSpec())
     assert status_patch("reconciler", first, again, native=False) == {}
 
 
@@ -167,17 +164,15 @@ def test_the_writers_share_only_desired_replicas_and_the_conditions_list():
 
 
 def test_leaving_native_mode_drops_the_autoscalers_fields_and_conditions():
-    new = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error=None,
-                       now=T1, desired_replicas=3, native=False)
+    new = fleet_status(FULL_BEFORE, Observed("qwen", 2, None, T1), ValidSpec(native=False, desired_replicas=3))
     patch = status_patch("reconciler", FULL_BEFORE, new, native=False)
     assert {k: patch[k] for k in ("running", "waiting", "lastDecision", "autoscalerHistory")} == \
         dict.fromkeys(("running", "waiting", "lastDecision", "autoscalerHistory"))
     assert "lastScaleTime" not in patch  # absent already: nothing to remove
     assert [c["type"] for c in patch["conditions"]] == ["SpecValid", "Ready"]
     # native, or an invalid spec (which may be native again once fixed): left alone
-    for native, error in ((True, None), (False, "bad")):
-        kept = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error=error,
-                            now=T1, native=native)
+    for spec in (ValidSpec(native=True), InvalidSpec("bad")):
+        kept = fleet_status(FULL_BEFORE, Observed("qwen", 2, None, T1), spec)
         assert not {"running", "lastDecision"} & set(kept)
         assert len(kept["conditions"]) == 5
 
@@ -191,8 +186,7 @@ def test_the_native_only_fields_and_conditions_have_one_writer_per_mode():
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "not-native"])
 def test_the_reconciler_writes_only_its_own_fields_and_conditions(native):
-    new = fleet_status(FULL_BEFORE, name="qwen", generation=2, deployment=None, spec_error="bad",
-                       now=T1, desired_replicas=None if native else 3)
+    new = fleet_status(FULL_BEFORE, Observed("qwen", 2, None, T1), InvalidSpec("bad"))
     patch = status_patch("reconciler", FULL_BEFORE, new, native)
     assert set(patch) <= owned_fields("reconciler", native)
     changed = {c["type"] for c in patch["conditions"]} - {
@@ -252,14 +246,14 @@ def test_scaled_object_condition_passes_kedas_ready_through(live, installed, exp
 
 
 def test_scaled_object_ready_is_set_in_keda_mode_and_dropped_outside_it():
-    keda = fleet_status(None, name="qwen", generation=1, deployment=None, spec_error=None, now=T0,
-                        scaled_object=("True", "ScaledObjectReady", "KEDA: ready"))
+    keda = fleet_status(None, Observed("qwen", 1, None, T0),
+                        ValidSpec(scaled_object=("True", "ScaledObjectReady", "KEDA: ready")))
     assert [c["type"] for c in keda["conditions"]] == ["SpecValid", "Ready", "ScaledObjectReady"]
     assert status_patch("reconciler", None, keda, native=False)  # the reconciler's own condition
-    native = fleet_status(keda, name="qwen", generation=2, deployment=None, spec_error=None, now=T1)
+    native = fleet_status(keda, Observed("qwen", 2, None, T1), ValidSpec())
     assert [c["type"] for c in native["conditions"]] == ["SpecValid", "Ready"]
     # An invalid spec leaves the ScaledObject running, and what was said of it stays.
-    invalid = fleet_status(keda, name="qwen", generation=2, deployment=None, spec_error="bad", now=T1)
+    invalid = fleet_status(keda, Observed("qwen", 2, None, T1), InvalidSpec("bad"))
     assert invalid["conditions"][2] == keda["conditions"][2]
 
 
@@ -269,10 +263,10 @@ def test_status_gateway_is_the_address_and_ready_pods_or_removed():
         {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 2}
     assert gateway_status("http://q-gateway.ns.svc:30080", None)["readyReplicas"] == 0
     before = {"gateway": {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 1}}
-    off = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error=None, now=T0)
+    off = fleet_status(before, Observed("qwen", 1, None, T0), ValidSpec())
     assert status_patch("reconciler", before, off, native=True)["gateway"] is None  # merge-patch removal
     # an invalid spec leaves it, as it leaves the running children
-    bad = fleet_status(before, name="qwen", generation=1, deployment=None, spec_error="bad", now=T0)
+    bad = fleet_status(before, Observed("qwen", 1, None, T0), InvalidSpec("bad"))
     assert "gateway" not in bad
 
 
