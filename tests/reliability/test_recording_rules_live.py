@@ -117,18 +117,18 @@ def hold(host: str, port: int, sequences: int) -> socket.socket:
 
 @dataclass(frozen=True)
 class Seen:
-    at_s: float                  # since the step began
+    at_s: float                  # the instant read, since the step began
     total: float | None          # scoringfleet:load:sum, None when absent
     pods: dict[str, float]       # scoringfleet:pod_load:sum per pod
     up: dict[str, float]         # up per pod
 
 
 def observe(prom: Prometheus, since: float) -> Seen:
-    """The three series at one instant (a second before now: that evaluation has been written)."""
+    """The three series at one instant, a second ago (so that instant's evaluation is written)."""
     sel, at = f'{{namespace="{NS}",fleet="{FLEET}"}}', time.time() - 1
     totals = prom.query(f"scoringfleet:load:sum{sel}", at)
     assert len(totals) <= 1, totals
-    return Seen(time.monotonic() - since, totals[0][1] if totals else None,
+    return Seen(at - since, totals[0][1] if totals else None,
                 {m["pod"]: v for m, v in prom.query(f"scoringfleet:pod_load:sum{sel}", at)},
                 {m["pod"]: v for m, v in prom.query(f"up{sel}", at)})
 
@@ -139,7 +139,7 @@ class Step:
 
     name: str
     seen: list[Seen] = field(default_factory=list)
-    began: float = field(default_factory=time.monotonic)
+    began: float = field(default_factory=time.time)
 
     def watch(self, prom: Prometheus, done: Callable[[Seen], bool], timeout_s: float) -> Seen:
         """Reads until done(the latest read) or timeout_s after the step began."""
@@ -176,7 +176,7 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
     steps: list[Step] = []
     with contextlib.ExitStack() as stack:
         prom = stack.enter_context(Prometheus(prometheus_binary, tmp_path, [target["a"], target["b"]]))
-        started = time.monotonic()
+        started = time.time()
         pids = stack.enter_context(paced_servers([hosts["a"], hosts["b"]], port, tmp_path))
         wait_for(lambda: all(listening(hosts[n], port) for n in "ab"), "servers a and b", 90)
         for name in "ab":
@@ -185,7 +185,7 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
 
         steps.append(warm_up := Step("1 warm-up"))
         warm_up.watch(prom, lambda s: s.total == 8, timeout_s=120)
-        warm_up_s = time.monotonic() - started
+        warm_up_s = warm_up.seen[-1].at_s + warm_up.began - started
 
         prom.set_targets(list(target.values()))  # c: a target before anything listens there
         steps.append(starting := Step("2 c starting"))
