@@ -6,8 +6,8 @@ SIGKILL when its parent goes).
 
 The targets are a file_sd file, not static_configs: a change of targets then reaches the scrape
 pool as Kubernetes service discovery's does. A change of the job's static_configs is a config
-change, and reloading it restarts every scrape loop of the job: a frozen target's `up` goes stale
-for about a scrape timeout (1.2 s measured at 1 s), which Kubernetes SD never causes.
+change, and reloading it restarts the job's scrape loops: a frozen target's `up` can go stale until
+its next scrape fails (1.2 s at a 1 s timeout, seen in some reloads), which Kubernetes SD never causes.
 """
 from __future__ import annotations
 
