@@ -189,7 +189,8 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
 
         prom.set_targets(list(target.values()))  # c: a target before anything listens there
         steps.append(starting := Step("2 c starting"))
-        starting.watch(prom, lambda s: s.up.get(f"{FLEET}-c") == 0, timeout_s=20)
+        first_down = starting.watch(prom, lambda s: s.up.get(f"{FLEET}-c") == 0, timeout_s=20)
+        starting.watch(prom, lambda s: s.at_s > first_down.at_s + 3, timeout_s=30)  # however fast c loads
         stack.enter_context(paced_servers([hosts["c"]], port, tmp_path))  # listening late
         starting.watch(prom, lambda s: listening(hosts["c"], port), timeout_s=90)
         stack.enter_context(contextlib.closing(hold(hosts["c"], port, HELD["c"])))
@@ -213,7 +214,10 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
     starting_seen = [s for s in starting.seen if s.up.get(c) == 0]
     assert warm_up.totals() <= {None, 8}, warm_up
     assert starting.totals() == {8}, starting  # never absent while c loads
-    assert len(starting_seen) >= 4 and all(s.pods[c] == 0 for s in starting_seen), starting
+    # c at 0 in the per-pod series (absent only in a read between c's first scrape and the next
+    # evaluation: the rules run a little behind the scrapes)
+    assert all(s.pods.get(c, 0) == 0 for s in starting_seen), starting
+    assert sum(c in s.pods for s in starting_seen) >= 4, starting
     assert loaded.totals() <= {8, 15}, loaded
     after = frozen.seen[frozen.seen.index(first_absent):]
     assert frozen.totals() <= {15, None} and all(s.total is None for s in after), frozen
