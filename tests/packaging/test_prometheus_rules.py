@@ -4,7 +4,8 @@ own rule-test engine (`promtool test rules`, Debian's `prometheus` package; `mak
 Each scenario is a table of pod timelines, one state per 15 s scrape. From it the test writes
 promtool's unit-test file: the scraped series (`up`, both gauges, staleness markers where Prometheus
 writes them) and, for every evaluation step, the exact samples the rules must give: the fleet's
-true total while every pod is counted, nothing otherwise. So no step may hold a lower total.
+true total while every pod is counted (answering, or starting: not answered since it appeared, so
+it holds no load), nothing otherwise. So no step may hold a lower total.
 """
 from __future__ import annotations
 
@@ -76,21 +77,66 @@ def input_series(pods: list[Pod]) -> list[dict[str, str]]:
     return series
 
 
+def _up(pods: list[Pod], name: str, step: int) -> int | None:
+    """The pod's scoringfleet:pod_up:min at `step`: the lowest `up` of its targets, None if unknown."""
+    values = [0 if p.states[step] == DOWN else 1 for p in pods
+              if p.name == name and p.states[step] in KNOWN]
+    return min(values) if values else None
+
+
+def _fleet_known(pods: list[Pod], fleet: str, step: int) -> bool:
+    return step >= 0 and any(p.fleet == fleet and p.states[step] in KNOWN for p in pods)
+
+
+def _fleet_watched(pods: list[Pod], fleet: str, step: int) -> bool:
+    """Some target of the fleet scraped twice in the 2 minutes up to a minute before `step`
+    (`count_over_time(up[2m] offset 1m) >= 2`; promtool 2.42's ranges include both ends)."""
+    end = step - GUARD_STEPS
+    steps = range(max(0, end - 2 * GUARD_STEPS), end + 1)
+    return any(sum(p.states[s] in KNOWN for s in steps) >= 2 for p in pods if p.fleet == fleet)
+
+
+def is_starting(pods: list[Pod], name: str, step: int) -> bool:
+    """A pod down at `step` that has not answered since it appeared: seen down with no answer in a
+    minute, unknown a minute before, while Prometheus had scraped its fleet twice by then; it stays
+    starting while it stays down."""
+    (fleet,) = {p.fleet for p in pods if p.name == name}
+    starting = False
+    for s in range(step + 1):
+        if _up(pods, name, s) != 0:
+            starting = False  # unknown, or answering: it has answered since it appeared
+            continue
+        window = [_up(pods, name, w) for w in range(max(0, s - GUARD_STEPS), s + 1)]
+        unseen_before = s < GUARD_STEPS or _up(pods, name, s - GUARD_STEPS) is None
+        first_sight = 1 not in window and unseen_before and _fleet_watched(pods, fleet, s)
+        starting = starting or first_sight
+    return starting
+
+
+def fleet_loads(pods: list[Pod], fleet: str, step: int) -> dict[str, int] | None:
+    """What the rules must record at `step`, per pod (0 for a starting pod), or None (no sample):
+    every known pod of the fleet answers both gauges or is starting, some pod answers, and some pod
+    of it has been known for a minute."""
+    names = sorted({p.name for p in pods if p.fleet == fleet and p.states[step] in KNOWN})
+    if not names or step < GUARD_STEPS or not _fleet_known(pods, fleet, step - GUARD_STEPS):
+        return None
+    loads: dict[str, int] = {}
+    for name in names:
+        targets = [p for p in pods if p.name == name and p.states[step] in KNOWN]
+        if all(p.states[step] == OK for p in targets):
+            loads[name] = targets[0].load()
+        elif is_starting(pods, name, step):
+            loads[name] = 0
+        else:
+            return None
+    if all(is_starting(pods, name, step) for name in names):
+        return None  # no pod answers: zero answering pods is not zero load
+    return loads
+
+
 def fleet_total(pods: list[Pod], fleet: str, step: int) -> int | None:
-    """What the rules must record at `step`: the sum while every known pod of the fleet answers
-    both gauges and some pod of it has been known for a minute; None (no sample) otherwise."""
-    known = [p for p in pods if p.fleet == fleet and p.states[step] in KNOWN]
-    if not known:
-        return None
-    if any(p.states[step] != OK for p in known):
-        return None
-    if step < GUARD_STEPS or all(p.states[step - GUARD_STEPS] not in KNOWN for p in known):
-        return None
-    return sum(p.load() for p in _one_per_pod(known))
-
-
-def _one_per_pod(pods: list[Pod]) -> list[Pod]:
-    return list({p.name: p for p in pods}.values())
+    loads = fleet_loads(pods, fleet, step)
+    return None if loads is None else sum(loads.values())
 
 
 def expr_tests(pods: list[Pod], num_steps: int) -> list[dict]:
@@ -104,13 +150,12 @@ def expr_tests(pods: list[Pod], num_steps: int) -> list[dict]:
                 "expr": f"scoringfleet:load:sum{{{labels}}}", "eval_time": eval_time,
                 "exp_samples": [] if total is None else [
                     {"labels": f"scoringfleet:load:sum{{{labels}}}", "value": total}]})
+            loads = fleet_loads(pods, fleet, step) or {}
             tests.append({
                 "expr": f"scoringfleet:pod_load:sum{{{labels}}}", "eval_time": eval_time,
-                "exp_samples": [] if total is None else [
-                    {"labels": f'scoringfleet:pod_load:sum{{{labels},pod="{p.name}"}}',
-                     "value": p.load()}
-                    for p in _one_per_pod([p for p in pods if p.fleet == fleet
-                                           and p.states[step] in KNOWN])]})
+                "exp_samples": [
+                    {"labels": f'scoringfleet:pod_load:sum{{{labels},pod="{name}"}}', "value": load}
+                    for name, load in loads.items()]})
     return tests
 
 
@@ -143,7 +188,53 @@ SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
     "a-pod-added": (
         [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
          Pod("c", timeline((UNKNOWN, 8), (DOWN, 2), (OK, 14)), 30)],
-        {7: 30, 8: None, 9: None, 10: 60}),  # absent while c loads its model (30 if not)
+        {7: 30, 8: 30, 9: 30, 10: 60}),  # c counts 0 while it loads its model (absent: no 2nd step)
+    # The 2 + 1 of a burst: a third pod appears and stays down for a long model load (3 min here).
+    "a-pod-starting-beside-two-loaded": (
+        [Pod("a", timeline((OK, 40)), 10), Pod("b", timeline((OK, 40)), 20),
+         Pod("c", timeline((UNKNOWN, 8), (DOWN, 12), (OK, 20)), 30)],
+        {7: 30, 8: 30, 19: 30, 20: 60, 39: 60}),
+    "a-pod-answered-then-stopped": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 4), (DOWN, 2), (OK, 4), (DOWN, 6), (OK, 8)), 30)],
+        {5: 30, 6: 60, 9: 60, 10: None, 15: None, 16: 60}),  # 30 if a stopped pod were starting
+    # Answered once, then down for 25 min: far beyond any window, still never read as starting.
+    "a-pod-answered-long-ago-then-stopped": (
+        [Pod("a", timeline((OK, 120)), 10), Pod("b", timeline((OK, 120)), 20),
+         Pod("c", timeline((UNKNOWN, 4), (OK, 2), (DOWN, 100), (OK, 14)), 30)],
+        {5: 60, 6: None, 105: None, 106: 60}),
+    # Answered in its first minute and stopped in it: `max_over_time(up[1m])` sees the answer.
+    "a-pod-answered-briefly-then-stopped": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 6), (DOWN, 1), (OK, 1), (DOWN, 8), (OK, 8)), 30)],
+        {6: 30, 7: 60, 8: None, 15: None, 16: 60}),
+    # A pod that never loads (CrashLoopBackOff) holds no load: the fleet keeps scaling on the rest.
+    "a-pod-that-never-loads": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 6), (DOWN, 18)), 30)],
+        {6: 30, 23: 30}),
+    # A fresh Prometheus cannot tell a starting pod from a frozen one: c holds the fleet back.
+    "prometheus-cold-start-with-a-down-pod": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((DOWN, 10), (OK, 14)), 30)],
+        {4: None, 9: None, 10: 60}),
+    # Added 30 s into a fresh Prometheus (its interval 15 s): not starting until Prometheus has
+    # scraped the fleet twice a minute before (step 5), and absent before that.
+    "a-pod-added-in-the-first-minute": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 2), (DOWN, 8), (OK, 14)), 30)],
+        {4: None, 5: 30, 9: 30, 10: 60}),
+    # Every pod replaced at once (the old ones gone, the new ones loading): nothing answers.
+    "every-pod-starting": (
+        [Pod("a", timeline((OK, 8), (UNKNOWN, 16)), 10),
+         Pod("b", timeline((UNKNOWN, 8), (DOWN, 8), (OK, 8)), 20)],
+        {7: 10, 8: None, 15: None, 16: 20}),  # 0 if starting pods alone made a fleet's load
+    # A second monitor of the starting pod: both of its targets down, it still starts (counts 0).
+    "a-starting-pod-on-two-monitors": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 8), (DOWN, 4), (OK, 12)), 30),
+         Pod("c", timeline((UNKNOWN, 8), (DOWN, 4), (OK, 12)), 30, job="servicemonitor")],
+        {8: 30, 11: 30, 12: 60}),
     "a-pod-removed": (
         [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
          Pod("c", timeline((OK, 8), (UNKNOWN, 16)), 30)],
