@@ -23,6 +23,7 @@ from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.sequence import RunResult, Sequence, requests_of
+from server.special_tokens import special_tokens_of
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
 
@@ -35,6 +36,7 @@ class ModelRunner:
             raise ValueError(f"the runner cannot score this model exactly: {reason}")
         self.model = model
         self.tokenizer = tokenizer
+        self.special_tokens = special_tokens_of(tokenizer)  # what it adds around a text (a BOS)
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
@@ -56,7 +58,8 @@ class ModelRunner:
         return self.model.dtype
 
     def tokenize(self, text: str) -> list[int]:
-        """Token ids without special tokens: query and items are joined as ids (see inputs.py)."""
+        """Token ids without special tokens: query and items are joined as ids, then
+        special_tokens put around them once (see inputs.py)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @property

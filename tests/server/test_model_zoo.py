@@ -114,7 +114,7 @@ def zoo_requests(runner: ModelRunner) -> list[Request]:
     requests = []
     for body in bodies:
         body = ScoreRequest(label_token_ids=[2, 7, 40], **body)
-        prepared = prepare(body, runner.tokenize, limits)
+        prepared = prepare(body, runner.tokenize, limits, runner.special_tokens)
         requests.append(Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options))
     return requests
 
