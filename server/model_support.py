@@ -50,7 +50,22 @@ FAMILIES = {
 LAYER_WINDOWS = {"full_attention": False, "sliding_attention": True}  # layer type -> has a window
 # RoPE variants whose frequencies depend on the longest position in the batch, not on the token.
 LENGTH_DEPENDENT_ROPE = {"dynamic", "longrope"}
+# RoPE variants whose frequencies are fixed at load (transformers' ROPE_INIT_FUNCTIONS, less the two
+# above); any other name is a malformed config, refused before the weights are read.
+POSITION_LOCAL_ROPE = {"default", "linear", "yarn", "llama3", "proportional"}
 MASKING_ATTENTION = {"eager", "sdpa"}  # implementations that honour a prepared 4D mask
+
+
+def remote_code_reason(raw_config: dict, known_model_types: set[str]) -> str | None:
+    """A config.json that only its own code can load (auto_map, a model type transformers does
+    not have, e.g. internlm2): the server never runs a model's code. None otherwise."""
+    model_type = raw_config.get("model_type")
+    if model_type is None:
+        return "its config has no model_type (is this a transformers model folder?)"
+    if model_type not in known_model_types and raw_config.get("auto_map"):
+        return (f"model type '{model_type}' needs the model's own code (auto_map: "
+                f"trust_remote_code), which the server never runs")
+    return None
 
 
 def unsupported_reason(config) -> str | None:
@@ -70,6 +85,9 @@ def unsupported_reason(config) -> str | None:
     rope = sorted(rope_types(config) & LENGTH_DEPENDENT_ROPE)
     if rope:
         return f"RoPE type {rope} rescales with the batch's longest sequence; not supported"
+    unknown = sorted(rope_types(config) - POSITION_LOCAL_ROPE - LENGTH_DEPENDENT_ROPE)
+    if unknown:
+        return f"unknown RoPE type {unknown} (known: {', '.join(sorted(POSITION_LOCAL_ROPE))})"
     implementation = getattr(config, "_attn_implementation", None) or "eager"
     if implementation not in MASKING_ATTENTION:
         return (f"attention implementation '{implementation}' ignores the runner's masks; "
