@@ -24,6 +24,13 @@ class Family:
     # "divide_by_logits_scaling" (Granite), "times_logit_scale" (Cohere); None: nothing.
     logits: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.logits not in FINAL_LOGITS:
+            raise ValueError(f"unknown final logits step {self.logits!r}")
+
+
+FINAL_LOGITS = {None, "softcap", "divide_by_logits_scaling", "times_logit_scale"}
+
 
 # model_type -> how its decoder takes masks (checked against the installed transformers' modeling).
 FAMILIES = {

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from server.model_loader import ModelLoadError, load_model, one_line
+from server.model_support import remote_code_reason
 from tests.server.support import free_port, server_env
 
 
@@ -97,3 +98,11 @@ def test_the_server_process_exits_2_with_one_line_naming_the_cause(broken, words
     for word in words:
         assert word in errors[0], errors[0]
     assert "serving on" not in done.stderr  # refused before anything was served
+
+
+def test_auto_map_on_a_model_type_transformers_has_uses_its_own_code_not_the_models():
+    assert remote_code_reason({"model_type": "llama", "auto_map": {"AutoConfig": "x.Y"}},
+                              {"llama"}) is None
+    assert "needs the model's own code" in remote_code_reason(
+        {"model_type": "internlm2", "auto_map": {"AutoConfig": "x.Y"}}, {"llama"})
+    assert remote_code_reason({"model_type": "gpt2"}, {"llama"}) is None  # refused later, as unsupported
