@@ -77,9 +77,12 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     load_config(model_path, source, extra)  # an unsupported model is refused before its weights
     tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
                         AutoTokenizer.from_pretrained, source, trust_remote_code=False, **extra)
-    model = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
-                    AutoModelForCausalLM.from_pretrained, source, dtype=dtype,
-                    trust_remote_code=False, **extra)
+    model, loading = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
+                             AutoModelForCausalLM.from_pretrained, source, dtype=dtype,
+                             trust_remote_code=False, output_loading_info=True, **extra)
+    reason = incomplete_weights_reason(loading)
+    if reason is not None:
+        raise ModelLoadError(f"refusing model '{model_path}': {reason}")
     refuse_unsupported(model_path, model.config)  # now with the attention implementation chosen
     return model.to(device).eval(), tokenizer
 
@@ -99,6 +102,20 @@ def load_config(model_path: str, source: str, extra: dict):
                      trust_remote_code=False, **extra)
     refuse_unsupported(model_path, config)
     return config
+
+
+def incomplete_weights_reason(loading: dict) -> str | None:
+    """What from_pretrained's loading info says it would fill with random values: tensors the
+    checkpoint lacks (transformers only warns, then initialises them) or could not use."""
+    missing = sorted(map(str, loading.get("missing_keys") or ()))
+    if missing:
+        return (f"the checkpoint lacks {len(missing)} of the model's tensors (e.g. {missing[0]}), "
+                "which would be random")
+    mismatched = sorted(map(str, loading.get("mismatched_keys") or ()))
+    if mismatched:
+        return f"{len(mismatched)} of the checkpoint's tensors have the wrong shape (e.g. {mismatched[0]})"
+    errors = loading.get("error_msgs") or ()
+    return f"the weights did not load: {one_line(RuntimeError(errors[0]))}" if errors else None
 
 
 def attempt(what: str, load, *args, **kwargs):

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from server.model_loader import ModelLoadError, load_model, one_line
+from server.model_loader import ModelLoadError, incomplete_weights_reason, load_model, one_line
 from server.model_support import remote_code_reason
 from tests.server.support import free_port, server_env
 
@@ -20,6 +20,15 @@ from tests.server.support import free_port, server_env
 def truncate_weights(folder):
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+
+
+def drop_a_tensor(folder):
+    """A checkpoint without one tensor: transformers would only warn and fill it randomly."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(folder / "model.safetensors")
+    del weights["model.layers.0.self_attn.q_proj.weight"]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
 
 
 def edit_config(**changes):
@@ -38,6 +47,8 @@ BROKEN = {
     "truncated-weights": (truncate_weights, ["could not load the weights", "SafetensorError"]),
     "missing-weights": (lambda folder: (folder / "model.safetensors").unlink(),
                         ["could not load the weights", "no file named model.safetensors"]),
+    "a-tensor-missing": (drop_a_tensor, ["the checkpoint lacks 1 of the model's tensors",
+                                         "model.layers.0.self_attn.q_proj.weight"]),
     "remote-code": (REMOTE_CODE, ["model type 'internlm2' needs the model's own code"]),
     "legacy-rope-without-factor": (edit_config(rope_scaling={"type": "linear"}),
                                    ["malformed config", "factor"]),
@@ -75,6 +86,12 @@ def test_a_model_that_cannot_be_served_is_one_load_error_naming_the_cause(broken
     assert "\n" not in message and len(message) < 600, message
     for word in words:
         assert word in message, message
+
+
+def test_loading_info_without_gaps_is_no_reason():
+    assert incomplete_weights_reason({"missing_keys": set(), "unexpected_keys": {"extra"},
+                                      "mismatched_keys": set(), "error_msgs": []}) is None
+    assert "wrong shape" in incomplete_weights_reason({"mismatched_keys": [("w", (2,), (3,))]})
 
 
 def test_one_line_keeps_the_kind_and_flattens_the_message():
