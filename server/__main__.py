@@ -32,7 +32,11 @@ def build_engine(config: ServerConfig) -> Engine:
     torch.set_num_threads(config.num_threads or detect_usable_cpus())
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
-    return Engine(config, ModelRunner(model, tokenizer, device))
+    try:
+        runner = ModelRunner(model, tokenizer, device)
+    except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
+        raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
+    return Engine(config, runner)
 
 
 def serve(config: ServerConfig, engine: Engine) -> int:

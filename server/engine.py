@@ -21,6 +21,7 @@ from server.metrics import ServerMetrics
 from server.scheduler import Batch, Load, QueueFull, Scheduler, SchedulerLimits
 from server.schemas import ScoreRequest
 from server.sequence import Request, RunResult, Sequence
+from server.special_tokens import NO_SPECIAL_TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 class Runner(Protocol):
     vocab_size: int
     max_context_tokens: int
+    # A runner may also have `special_tokens` (special_tokens.SpecialTokens: what its tokenizer
+    # adds around a text, e.g. a BOS); one without (the fakes, the benches') adds nothing.
 
     def tokenize(self, text: str) -> list[int]: ...
     def run(self, sequences: Seq[Sequence]) -> RunResult: ...
@@ -60,6 +63,7 @@ class Engine:
             max_sequence_tokens=config.max_total_tokens,
             max_items_per_request=config.max_items_per_request,
         )
+        self.special_tokens = getattr(runner, "special_tokens", NO_SPECIAL_TOKENS)
         self.metrics = ServerMetrics(config.model_name, config.max_total_tokens,
                                      self.scheduler.load)
         self.is_draining = False
@@ -112,7 +116,7 @@ class Engine:
             # its load balancer, to another replica) rather than coming back here.
             raise ServiceUnavailable(f"server is {reason}; retry on another replica",
                                      close_connection=True)
-        prepared = prepare(body, self.runner.tokenize, self.input_limits)
+        prepared = prepare(body, self.runner.tokenize, self.input_limits, self.special_tokens)
         if not prepared.own_ids:
             return ScoreResult([], 0)
         request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options)

@@ -3,7 +3,9 @@
 Text inputs are tokenized SEPARATELY (query, then each item) and the token ids joined. Tokenizing
 the concatenated string would merge tokens across the seam (e.g. "...options:" + " Yes"), so the
 query's tokens would differ per item and could not be computed once and shared. SGLang joins the
-strings; for token-id inputs both agree.
+strings; for token-id inputs both agree. What the tokenizer adds of its own accord to
+`tokenizer(query + item)` (special_tokens.py: a BOS, rarely an EOS) is added once around the joined
+text ids, as SGLang has it; token ids are used as sent.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Callable
 from server.errors import BadRequest
 from server.schemas import ScoreRequest
 from server.sequence import ScoringOptions
+from server.special_tokens import NO_SPECIAL_TOKENS, SpecialTokens
 
 Tokenize = Callable[[str], list[int]]
 
@@ -32,7 +35,9 @@ class PreparedRequest:
     options: ScoringOptions
 
 
-def prepare(request: ScoreRequest, tokenize: Tokenize, limits: InputLimits) -> PreparedRequest:
+def prepare(request: ScoreRequest, tokenize: Tokenize, limits: InputLimits,
+            special: SpecialTokens = NO_SPECIAL_TOKENS) -> PreparedRequest:
+    """`special`: what the tokenizer puts around a text of its own (for text inputs only)."""
     items = [request.items] if isinstance(request.items, str) else request.items
     if len(items) > limits.max_items_per_request:
         raise BadRequest(f"{len(items)} items exceed max_items_per_request="
@@ -42,18 +47,27 @@ def prepare(request: ScoreRequest, tokenize: Tokenize, limits: InputLimits) -> P
     query_ids, item_ids = _token_ids(request.query, items, tokenize)
     for ids in (query_ids, *item_ids):
         check_token_ids(ids, limits.vocab_size)
-    if request.item_first:
-        # item + query: no prefix is shared between items.
-        prefix, own = (), [tuple(item) + tuple(query_ids) for item in item_ids]
-    elif any(not item for item in item_ids):
-        # An empty item is scored at the query's last token, so that token must be run per item.
-        prefix = tuple(query_ids[:-1])
-        own = [tuple(query_ids[-1:]) + tuple(item) for item in item_ids]
-    else:
-        prefix, own = tuple(query_ids), [tuple(item) for item in item_ids]
+    is_text = isinstance(request.query, str)
+    prefix, own = layout(query_ids, item_ids, request.item_first,
+                         special if is_text else NO_SPECIAL_TOKENS)
     for index, ids in enumerate(own):
         check_length(index, len(prefix) + len(ids), limits)
     return PreparedRequest(prefix, own, options)
+
+
+def layout(query_ids: list[int], item_ids: list[list[int]], item_first: bool,
+           special: SpecialTokens) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """(shared prefix, each item's own ids): special.before + first part + second part +
+    special.after per item, the query-first prefix shared."""
+    before, after = special.before, special.after
+    if item_first:
+        # item + query: no prefix is shared between items.
+        return (), [before + tuple(item) + tuple(query_ids) + after for item in item_ids]
+    head, tails = before + tuple(query_ids), [tuple(item) + after for item in item_ids]
+    if any(not tail for tail in tails):
+        # An empty item is scored at the query's last token, so that token must be run per item.
+        return head[:-1], [head[-1:] + tail for tail in tails]
+    return head, tails
 
 
 def _token_ids(query, items, tokenize: Tokenize) -> tuple[list[int], list[list[int]]]:

@@ -1,6 +1,8 @@
 """Find and load a causal LM and its tokenizer: the embedded default, a local folder, a .gguf file,
 or a hub id. Picks the device and dtype, and refuses a model the runner cannot score exactly
-(model_support.py). Knows nothing about batches or requests.
+(model_support.py). Every way a model can fail to load (not found, an unsupported family, remote
+code, a malformed config, a tokenizer or weights that cannot be read) is one ModelLoadError whose
+message is one line naming the cause (the process exits 2). Knows nothing about batches or requests.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import torch
 
 from server.config import DEFAULT_MODEL
-from server.model_support import unsupported_reason
+from server.model_support import remote_code_reason, unsupported_reason
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def default_model_file() -> Path:
 def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     """Return (model, tokenizer), the model in eval mode on `device` in `dtype`; ModelLoadError
     if it cannot be found or loaded, or if the runner cannot score it exactly."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = default_model_file() if model_path == DEFAULT_MODEL else Path(model_path)
     if path.suffix == ".gguf":
@@ -72,15 +74,68 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     else:
         source, extra = model_path, {}
     log.info("loading %s%s on %s as %s", source, f" ({path.name})" if extra else "", device, dtype)
-    try:
-        # The config first: an unsupported model is refused before its weights are read.
-        refuse_unsupported(model_path, AutoConfig.from_pretrained(source, **extra))
-        tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **extra)
-    except OSError as error:
-        raise ModelLoadError(f"could not load model '{model_path}': {error}") from error
+    load_config(model_path, source, extra)  # an unsupported model is refused before its weights
+    tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
+                        AutoTokenizer.from_pretrained, source, trust_remote_code=False, **extra)
+    model, loading = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
+                             AutoModelForCausalLM.from_pretrained, source, dtype=dtype,
+                             trust_remote_code=False, output_loading_info=True, **extra)
+    reason = incomplete_weights_reason(loading)
+    if reason is not None:
+        raise ModelLoadError(f"refusing model '{model_path}': {reason}")
     refuse_unsupported(model_path, model.config)  # now with the attention implementation chosen
     return model.to(device).eval(), tokenizer
+
+
+def load_config(model_path: str, source: str, extra: dict):
+    """The model's config, checked: first the raw config.json (remote code, an unknown family),
+    then as transformers parses and validates it (e.g. a legacy rope_scaling without its factor)."""
+    from transformers import AutoConfig, PretrainedConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    raw, _ = attempt(f"could not load model '{model_path}'", PretrainedConfig.get_config_dict,
+                     source, **extra)
+    reason = remote_code_reason(raw, set(CONFIG_MAPPING.keys()))
+    if reason is not None:
+        raise ModelLoadError(f"refusing model '{model_path}': {reason}")
+    config = attempt(f"malformed config in '{model_path}'", AutoConfig.from_pretrained, source,
+                     trust_remote_code=False, **extra)
+    refuse_unsupported(model_path, config)
+    return config
+
+
+def incomplete_weights_reason(loading: dict) -> str | None:
+    """What from_pretrained's loading info says it would fill with random values: tensors the
+    checkpoint lacks (transformers only warns, then initialises them) or could not use."""
+    missing = sorted(map(str, loading.get("missing_keys") or ()))
+    if missing:
+        return (f"the checkpoint lacks {len(missing)} of the model's tensors (e.g. {missing[0]}), "
+                "which would be random")
+    mismatched = sorted(map(str, loading.get("mismatched_keys") or ()))
+    if mismatched:
+        return f"{len(mismatched)} of the checkpoint's tensors have the wrong shape (e.g. {mismatched[0]})"
+    errors = loading.get("error_msgs") or ()
+    return f"the weights did not load: {one_line(RuntimeError(errors[0]))}" if errors else None
+
+
+def attempt(what: str, load, *args, **kwargs):
+    """load(*args, **kwargs); whatever it raises becomes a one-line ModelLoadError: `what`, then
+    the cause. NOTE: broad on purpose: transformers, safetensors, gguf and tokenizers raise many
+    kinds (OSError, ValueError, KeyError, SafetensorError, validation errors), and a model that
+    cannot be loaded must end the process with a message, not a traceback."""
+    try:
+        return load(*args, **kwargs)
+    except ModelLoadError:
+        raise
+    except Exception as error:
+        raise ModelLoadError(f"{what}: {one_line(error)}") from error
+
+
+def one_line(error: BaseException, limit: int = 400) -> str:
+    """The error's kind and its message on one line (transformers' messages span several)."""
+    text = " ".join(str(error).split())
+    text = text if len(text) <= limit else text[:limit - 3] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def refuse_unsupported(model_path: str, config) -> None:

@@ -7,9 +7,10 @@ all an item can still see); every item of that request then attends to them. The
 through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
 prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
 explicitly, and one mask per layer type (full or sliding) built from true positions
-(attention_masks.py). Logits only at each item's last token, through lm_head and the family's final
-soft-capping. Scores equal the unshared computation for the families that model_support.py allows;
-any other model is refused here. Never sees a queue; never decodes.
+(attention_masks.py). Logits only at each item's last token, through lm_head and what the family's
+ForCausalLM does after it (soft-capping, logit scaling: model_support.final_logits). Scores equal
+the unshared computation for the families that model_support.py allows; any other model is refused
+here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ import torch
 
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
-from server.model_support import final_logit_softcap, layer_mask_keys, layer_windows, unsupported_reason
+from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.sequence import RunResult, Sequence, requests_of
+from server.special_tokens import special_tokens_of
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
 
@@ -34,12 +36,12 @@ class ModelRunner:
             raise ValueError(f"the runner cannot score this model exactly: {reason}")
         self.model = model
         self.tokenizer = tokenizer
+        self.special_tokens = special_tokens_of(tokenizer)  # what it adds around a text (a BOS)
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
         self._lm_head = model.get_output_embeddings()
         self._windows = layer_windows(model.config)  # mask key -> window
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
-        self._softcap = final_logit_softcap(model.config)
         self._prefix_cache: dict[int, KV] = {}
         self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
 
@@ -56,7 +58,8 @@ class ModelRunner:
         return self.model.dtype
 
     def tokenize(self, text: str) -> list[int]:
-        """Token ids without special tokens: query and items are joined as ids (see inputs.py)."""
+        """Token ids without special tokens: query and items are joined as ids, then
+        special_tokens put around them once (see inputs.py)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     @property
@@ -130,10 +133,7 @@ class ModelRunner:
         )
         last = torch.tensor(own_lens, device=self.device) - 1
         hidden = out.last_hidden_state[torch.arange(batch, device=self.device), last]
-        logits = self._lm_head(hidden).float()
-        if self._softcap is not None:
-            logits = torch.tanh(logits / self._softcap) * self._softcap
-        return logits
+        return final_logits(self.model.config, self._lm_head(hidden)).float()
 
     def _batch_cache(self, sequences: Seq[Sequence]):
         """A fresh cache [batch, heads, slots, dim] per layer holding each row's kept prefix

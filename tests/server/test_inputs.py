@@ -7,6 +7,7 @@ from pydantic import ValidationError
 from server.errors import BadRequest
 from server.inputs import InputLimits, prepare
 from server.schemas import ScoreRequest
+from server.special_tokens import SpecialTokens
 
 LIMITS = InputLimits(vocab_size=100, max_context_tokens=20, max_sequence_tokens=16,
                      max_items_per_request=4)
@@ -34,6 +35,41 @@ def test_text_is_tokenized_separately_and_joined():
     prepared = prepare(make(query="ab", items=["c", "de"]), tokenize, LIMITS)
     assert prepared.prefix_ids == tuple(tokenize("ab"))
     assert prepared.own_ids == [tuple(tokenize("c")), tuple(tokenize("de"))]
+
+
+BOS, EOS = SpecialTokens(before=(98,)), SpecialTokens(after=(99,))
+
+
+def test_text_gets_the_tokenizers_bos_once_in_front_of_the_shared_query():
+    prepared = prepare(make(query="ab", items=["c", "de"]), tokenize, LIMITS, BOS)
+    assert prepared.prefix_ids == (98, *tokenize("ab"))
+    assert prepared.own_ids == [tuple(tokenize("c")), tuple(tokenize("de"))]
+
+
+def test_item_first_text_gets_the_bos_in_front_of_the_item():
+    prepared = prepare(make(query="ab", items=["c"], item_first=True), tokenize, LIMITS, BOS)
+    assert prepared.prefix_ids == ()
+    assert prepared.own_ids == [(98, *tokenize("c"), *tokenize("ab"))]
+
+
+def test_a_tokenizer_that_appends_an_eos_gets_it_after_each_whole_sequence():
+    prepared = prepare(make(query="ab", items=["c", ""]), tokenize, LIMITS, EOS)
+    assert prepared.prefix_ids == tuple(tokenize("ab"))  # no empty tail: nothing moves
+    assert prepared.own_ids == [(*tokenize("c"), 99), (99,)]
+    first = prepare(make(query="ab", items=["c"], item_first=True), tokenize, LIMITS, EOS)
+    assert first.own_ids == [(*tokenize("c"), *tokenize("ab"), 99)]
+
+
+def test_an_empty_text_item_after_a_bos_only_query_is_scored_at_the_bos():
+    prepared = prepare(make(query="", items=["c", ""]), tokenize, LIMITS, BOS)
+    assert prepared.prefix_ids == ()
+    assert prepared.own_ids == [(98, *tokenize("c")), (98,)]
+
+
+def test_token_ids_are_used_as_sent_without_special_tokens():
+    prepared = prepare(make(), tokenize, LIMITS, SpecialTokens(before=(98,), after=(99,)))
+    assert prepared.prefix_ids == (1, 2, 3)
+    assert prepared.own_ids == [(4,), (5, 6)]
 
 
 def test_the_schema_already_refuses_negative_ids():

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from server.inputs import InputLimits, prepare
 from server.model_runner import ModelRunner
-from server.model_support import FAMILIES, unsupported_reason
+from server.model_support import FAMILIES, layer_mask_keys, layer_windows, unsupported_reason
 from server.schemas import ScoreRequest
 from server.sequence import Request
 from tests.server.support import free_port
@@ -49,14 +49,41 @@ ZOO = {
                                                     "final_logit_softcapping": 3.0}),
     "gpt_oss": (transformers.GptOssConfig, {"sliding_window": WINDOW, "layer_types": MIXED,
                                             "num_local_experts": 4, "num_experts_per_tok": 2}),
+    "qwen3_moe": (transformers.Qwen3MoeConfig, {"use_sliding_window": True, "sliding_window": WINDOW,
+                                                "num_experts": 4, "num_experts_per_tok": 2,
+                                                "moe_intermediate_size": 16, "mlp_only_layers": [1],
+                                                "norm_topk_prob": True}),
+    "qwen2_moe": (transformers.Qwen2MoeConfig, {"use_sliding_window": True, "sliding_window": WINDOW,
+                                                "max_window_layers": 2,  # layer 0 slides, 1-2 full
+                                                "num_experts": 4, "num_experts_per_tok": 2,
+                                                "moe_intermediate_size": 16,
+                                                "shared_expert_intermediate_size": 24,
+                                                "mlp_only_layers": [2]}),
+    "mixtral": (transformers.MixtralConfig, {"sliding_window": WINDOW, "num_local_experts": 4,
+                                             "num_experts_per_tok": 2}),
+    "smollm3": (transformers.SmolLM3Config, {"use_sliding_window": True, "sliding_window": WINDOW,
+                                             "no_rope_layers": [1, 0, 0],  # layers 1-2 NoPE
+                                             "layer_types": MIXED}),
+    "olmo2": (transformers.Olmo2Config, {}),
+    "granite": (transformers.GraniteConfig, {"embedding_multiplier": 3.0, "residual_multiplier": 0.5,
+                                             "attention_multiplier": 0.2, "logits_scaling": 2.5}),
+    "glm4": (transformers.Glm4Config, {"partial_rotary_factor": 0.5}),
+    "starcoder2": (transformers.Starcoder2Config, {"sliding_window": WINDOW}),
+    "phi": (transformers.PhiConfig, {"partial_rotary_factor": 0.5, "qk_layernorm": True}),
+    "cohere": (transformers.CohereConfig, {"logit_scale": 0.5, "use_qk_norm": True}),
+}
+# Families whose code never slides, with a window key a converted checkpoint may carry: ignored.
+STRAY_WINDOW = {
+    "llama": (transformers.LlamaConfig, {"sliding_window": WINDOW}),
+    "gemma": (transformers.GemmaConfig, {"sliding_window": WINDOW, "use_sliding_window": True}),
 }
 QUERY_TEXT = "What is the capital of California? Answer Yes or No for each of the following:"
 ITEM_TEXTS = ["Sacramento", " San Jose San Francisco Los Angeles", " Yes",
               " apple banana fruit car"]
 
 
-def tiny_model(family: str, vocab_size: int):
-    config_class, settings = ZOO[family]
+def tiny_model(family: str, vocab_size: int, zoo=ZOO):
+    config_class, settings = zoo[family]
     torch.manual_seed(0)
     config = config_class(vocab_size=vocab_size, **SMALL, **settings)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
@@ -87,7 +114,7 @@ def zoo_requests(runner: ModelRunner) -> list[Request]:
     requests = []
     for body in bodies:
         body = ScoreRequest(label_token_ids=[2, 7, 40], **body)
-        prepared = prepare(body, runner.tokenize, limits)
+        prepared = prepare(body, runner.tokenize, limits, runner.special_tokens)
         requests.append(Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options))
     return requests
 
@@ -123,6 +150,13 @@ def test_family_scores_match_a_full_forward_beyond_its_window(family, tokenizer)
     assert max_relative_error(runner) <= 1e-4
 
 
+@pytest.mark.parametrize("family", sorted(STRAY_WINDOW))
+def test_a_stray_window_key_is_ignored_where_the_family_never_slides(family, tokenizer):
+    model = tiny_model(family, len(tokenizer), STRAY_WINDOW)
+    assert model.config.sliding_window == WINDOW  # the key is there, and the family ignores it
+    assert max_relative_error(ModelRunner(model, tokenizer)) <= 1e-4
+
+
 def test_the_zoo_covers_every_supported_family():
     assert set(ZOO) == set(FAMILIES)
 
@@ -144,12 +178,26 @@ REFUSED = {
     "odd-layer-type": (lambda: transformers.Qwen2Config(
         num_hidden_layers=2, layer_types=["full_attention", "linear_attention"]),
                        "layer types ['linear_attention']"),
+    "sliding-layer-without-window": (lambda: transformers.Qwen2Config(
+        num_hidden_layers=2, layer_types=["full_attention", "sliding_attention"]),
+                                     "sliding-window layers with sliding_window=None"),
 }
 
 
 @pytest.mark.parametrize("make_config, reason", REFUSED.values(), ids=REFUSED.keys())
 def test_unsupported_models_are_refused_with_the_reason(make_config, reason):
     assert reason in unsupported_reason(make_config())
+
+
+def test_each_layer_gets_the_window_its_family_code_applies():
+    assert layer_windows(transformers.LlamaConfig(sliding_window=WINDOW)) == {"": None}
+    assert layer_windows(transformers.MistralConfig(sliding_window=WINDOW)) == {"": WINDOW}
+    qwen2 = transformers.Qwen2Config(num_hidden_layers=3, use_sliding_window=True,
+                                     sliding_window=WINDOW, max_window_layers=1)
+    assert layer_windows(qwen2) == {"full_attention": None, "sliding_attention": WINDOW}
+    assert layer_mask_keys(qwen2) == ["full_attention", "sliding_attention", "sliding_attention"]
+    # Qwen2's config drops a window that use_sliding_window does not turn on.
+    assert layer_windows(transformers.Qwen2Config(sliding_window=WINDOW)) == {"full_attention": None}
 
 
 def test_flash_attention_is_refused_since_it_ignores_prepared_masks():
@@ -174,3 +222,22 @@ def test_the_server_exits_2_naming_what_it_refuses(tmp_path, tokenizer):
                           timeout=120, env=env)
     assert done.returncode == 2
     assert "model type 'gpt2' is not one the runner is proven exact on" in done.stderr
+
+
+MOE_FAMILIES = ["gpt_oss", "mixtral", "qwen2_moe", "qwen3_moe"]
+
+
+@pytest.mark.parametrize("family", MOE_FAMILIES)
+def test_moe_routing_is_per_token_so_a_batch_changes_no_token(family):
+    """A token's experts and weights depend on that token alone (no capacity, no batch-wide
+    normalisation): the block's output for a token is the same alone as among 40 others."""
+    model = tiny_model(family, 64)
+    block = model.model.layers[0].mlp
+    assert hasattr(block, "experts"), "layer 0 of the zoo's MoE models is a sparse block"
+    hidden = torch.randn(2, 20, SMALL["hidden_size"], generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        together = block(hidden)
+        together = together[0] if isinstance(together, tuple) else together
+        alone = [block(hidden[row:row + 1, i:i + 1]) for row in range(2) for i in range(20)]
+    alone = torch.cat([out[0] if isinstance(out, tuple) else out for out in alone]).view_as(together)
+    torch.testing.assert_close(alone, together, rtol=1e-5, atol=1e-6)
