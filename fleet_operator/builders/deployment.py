@@ -6,6 +6,7 @@ see drift forever.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fleet_operator.names import fleet_labels, selector_labels
@@ -14,7 +15,12 @@ from fleet_operator.spec import FleetSpec
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_UID = 65532  # the image's non-root user
 CONTAINER_NAME = "server"
-CACHE_DIR = "/cache"  # HF_HOME lives here: the root filesystem is read-only
+CACHE_DIR = "/cache"  # HF_HOME lives here (spec.model.cache, else an emptyDir): the root fs is read-only
+CACHE_VOLUME = "cache"
+# The server and the gateway read the API key from this variable (the flag --api-key still works);
+# a key in args would be readable by anyone who can read the pod spec.
+API_KEY_ENV = "SCORINGFLEET_API_KEY"
+STARTUP_PERIOD_S = 10
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
 # After its drain the server gives uvicorn at most this long to write the last responses
 # (server/connections.py SHUTDOWN_GRACE_S), then exits.
@@ -91,7 +97,7 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
             "fsGroup": RUN_AS_UID, "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [_container(fleet)],
-        "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, _cache_volume(fleet)],
     }
     if fleet.node_selector:
         pod["nodeSelector"] = dict(fleet.node_selector)
@@ -122,10 +128,11 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": fleet.server.port, "protocol": "TCP"}],
         "env": _env(fleet),
         "resources": _resources(fleet),
-        # Model loading can take minutes (download, then load): the startup probe holds liveness off
-        # for up to 10 minutes; after that, a hung process is restarted within ~30 s.
-        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
-                         "timeoutSeconds": 5, "failureThreshold": 60},
+        # Loading is not liveness: a download and a load can take minutes, during which the server
+        # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
+        # after that, a hung process is restarted within ~30 s.
+        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": STARTUP_PERIOD_S,
+                         "timeoutSeconds": 5, "failureThreshold": startup_failure_threshold(fleet)},
         "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
                           "timeoutSeconds": 5, "failureThreshold": 3},
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
@@ -139,15 +146,46 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "cache", "mountPath": CACHE_DIR}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, _cache_mount(fleet)],
     }
+
+
+def startup_failure_threshold(fleet: FleetSpec) -> int:
+    """Failed startup probes allowed: enough periods to cover spec.server.startupTimeoutSeconds."""
+    return math.ceil(fleet.server.startup_timeout_s / STARTUP_PERIOD_S)
+
+
+def _cache_volume(fleet: FleetSpec) -> dict[str, Any]:
+    """spec.model.cache (weights downloaded once per volume), else a per-pod emptyDir."""
+    cache = fleet.model.cache
+    return {"name": CACHE_VOLUME, "emptyDir": {}} if cache is None else cache.volume(CACHE_VOLUME)
+
+
+def _cache_mount(fleet: FleetSpec) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": CACHE_VOLUME, "mountPath": CACHE_DIR}
+    if fleet.model.cache is not None and fleet.model.cache.read_only:
+        mount["readOnly"] = True  # left out when false: the API server drops a false readOnly
+    return mount
+
+
+def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """SCORINGFLEET_API_KEY from spec.auth.apiKeySecretRef, for the server's and the gateway's pods."""
+    ref = fleet.auth.api_key
+    return [] if ref is None else [ref.env(API_KEY_ENV)]
 
 
 def _env(fleet: FleetSpec) -> list[dict[str, Any]]:
     """Our defaults first, then the user's; a user variable of the same name replaces ours."""
     ours = [{"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
             {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    model = fleet.model
+    if model.cache is not None and model.cache.read_only:
+        # A read-only cache must already hold the model: the hub client, online, would ask the hub
+        # for the newest revision and take a lock file in the cache before reading it.
+        ours.append({"name": "HF_HUB_OFFLINE", "value": "1"})
+    if model.hf_token is not None:
+        ours.append(model.hf_token.env("HF_TOKEN"))
+    ours += api_key_env(fleet)
     user_names = {var["name"] for var in fleet.env}
     return [v for v in ours if v["name"] not in user_names] + [dict(v) for v in fleet.env]
 

@@ -41,7 +41,7 @@ def resource_versions(api):
 def test_first_reconcile_creates_every_child(api):
     result = reconcile(api)
     assert result.spec_error is None
-    assert result.actions == {"Deployment": "created", "Service": "created",
+    assert result.actions == {"NetworkPolicy": "created", "Deployment": "created", "Service": "created",
                               "PodDisruptionBudget": "created"}
 
 
@@ -81,7 +81,7 @@ def test_a_missing_or_replaced_fleet_is_left_alone(api):
 
 GATEWAY_CHILDREN = [("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
                     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("apps/v1", "Deployment"),
-                    ("v1", "Service")]
+                    ("v1", "Service"), ("networking.k8s.io/v1", "NetworkPolicy")]
 
 
 def gateway_children(api) -> list:
@@ -103,7 +103,7 @@ def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_
     result = reconcile(api)
     assert {k: v for k, v in result.actions.items() if "gateway" in k} == {
         f"{kind} {NAME}-gateway": "deleted" for _, kind in GATEWAY_CHILDREN}
-    assert gateway_children(api) == [None] * 5
+    assert gateway_children(api) == [None] * len(GATEWAY_CHILDREN)
     assert "gateway" not in kube.get_fleet(api, "default", NAME)["status"]
     assert kube.get(api, "apps/v1", "Deployment", "default", NAME) is not None  # the fleet's own stay
 
