@@ -15,8 +15,9 @@ from fleet_operator.spec import FleetSpec
 GPU_RESOURCE = "nvidia.com/gpu"
 RUN_AS_UID = 65532  # the image's non-root user
 CONTAINER_NAME = "server"
-CACHE_DIR = "/cache"  # HF_HOME lives here (spec.model.cache, else an emptyDir): the root fs is read-only
-CACHE_VOLUME = "cache"
+CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesystem is read-only
+HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
+MODEL_CACHE_VOLUME = "model-cache"
 # The server and the gateway read the API key from this variable (the flag --api-key still works);
 # a key in args would be readable by anyone who can read the pod spec.
 API_KEY_ENV = "SCORINGFLEET_API_KEY"
@@ -97,7 +98,8 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
             "fsGroup": RUN_AS_UID, "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [_container(fleet)],
-        "volumes": [{"name": "tmp", "emptyDir": {}}, _cache_volume(fleet)],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}},
+                    *_model_cache_volume(fleet)],
     }
     if fleet.node_selector:
         pod["nodeSelector"] = dict(fleet.node_selector)
@@ -146,7 +148,8 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, _cache_mount(fleet)],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet)],
     }
 
 
@@ -155,17 +158,29 @@ def startup_failure_threshold(fleet: FleetSpec) -> int:
     return math.ceil(fleet.server.startup_timeout_s / STARTUP_PERIOD_S)
 
 
-def _cache_volume(fleet: FleetSpec) -> dict[str, Any]:
-    """spec.model.cache (weights downloaded once per volume), else a per-pod emptyDir."""
+def hf_home(fleet: FleetSpec) -> str:
+    """Where the server's hub client keeps its cache: ours, or the user's plain HF_HOME value."""
+    for var in fleet.env:
+        if var["name"] == "HF_HOME" and isinstance(var.get("value"), str) and var["value"]:
+            return var["value"]
+    return HF_HOME
+
+
+def _model_cache_volume(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """spec.model.cache as a volume (weights downloaded once per volume); none without it, and
+    HF_HOME is then inside the pod's own emptyDir (each pod downloads)."""
     cache = fleet.model.cache
-    return {"name": CACHE_VOLUME, "emptyDir": {}} if cache is None else cache.volume(CACHE_VOLUME)
+    return [] if cache is None else [cache.volume(MODEL_CACHE_VOLUME)]
 
 
-def _cache_mount(fleet: FleetSpec) -> dict[str, Any]:
-    mount: dict[str, Any] = {"name": CACHE_VOLUME, "mountPath": CACHE_DIR}
-    if fleet.model.cache is not None and fleet.model.cache.read_only:
+def _model_cache_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """Mounted at HF_HOME itself, over the emptyDir: only the hub's files go to the shared volume."""
+    if fleet.model.cache is None:
+        return []
+    mount: dict[str, Any] = {"name": MODEL_CACHE_VOLUME, "mountPath": hf_home(fleet)}
+    if fleet.model.cache.read_only:
         mount["readOnly"] = True  # left out when false: the API server drops a false readOnly
-    return mount
+    return [mount]
 
 
 def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
@@ -176,7 +191,7 @@ def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
 
 def _env(fleet: FleetSpec) -> list[dict[str, Any]]:
     """Our defaults first, then the user's; a user variable of the same name replaces ours."""
-    ours = [{"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
+    ours = [{"name": "HF_HOME", "value": HF_HOME},
             {"name": "PYTHONUNBUFFERED", "value": "1"}]
     model = fleet.model
     if model.cache is not None and model.cache.read_only:

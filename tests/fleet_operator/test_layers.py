@@ -15,7 +15,8 @@ PURE = ["names", "clock", "quantity", "crd", "fields", "spec", "drift", "status"
         "builders.scaled_object",
         "autoscaling.spec", "autoscaling.values", "autoscaling.history", "autoscaling.replicas",
         "autoscaling.behavior", "autoscaling.decide", "autoscaling.scale_in",
-        "builders.gateway", "builders.gateway_rbac", "autoscaling.zero"]
+        "builders.gateway", "builders.gateway_rbac", "autoscaling.zero", "sources", "network_spec",
+        "builders.network_policy"]
 
 
 def source(module: str) -> Path:
