@@ -18,6 +18,9 @@ from fleet_operator.fields import is_http_url
 DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
 RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
 PROMETHEUS_ADDRESS_ENV = "SCORING_FLEET_PROMETHEUS_ADDRESS"
+# The operator's own namespace, from the downward API (the chart sets it): the fleets' NetworkPolicies
+# admit it, since the native autoscaler scrapes the pods from there.
+NAMESPACE_ENV = "POD_NAMESPACE"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class OperatorConfig:
     resync_interval_s: float = 30.0
     # keda mode's trigger queries this Prometheus unless a fleet names its own.
     prometheus_address: str | None = None
+    # None (run outside a pod, or without the env): the NetworkPolicies name no operator namespace.
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if not self.resync_interval_s > 0:
@@ -38,11 +43,13 @@ class OperatorConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
-        """SCORING_FLEET_DEFAULT_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS (all optional)."""
+        """SCORING_FLEET_DEFAULT_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS, POD_NAMESPACE (all
+        optional)."""
         interval = environ.get(RESYNC_INTERVAL_ENV)
         return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,
                    resync_interval_s=float(interval) if interval else cls.resync_interval_s,
-                   prometheus_address=environ.get(PROMETHEUS_ADDRESS_ENV) or None)
+                   prometheus_address=environ.get(PROMETHEUS_ADDRESS_ENV) or None,
+                   namespace=environ.get(NAMESPACE_ENV) or None)
 
 
 @dataclass

@@ -36,7 +36,12 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
 
 
-def start(memo: kopf.Memo, config: OperatorConfig, **_: Any) -> None:
+def start(memo: kopf.Memo, config: OperatorConfig, logger: logging.Logger, **_: Any) -> None:
+    if config.namespace is None:
+        # Said once, at start-up: every fleet's NetworkPolicy then lacks the rule for the scrape.
+        logger.warning("POD_NAMESPACE is not set: the fleets' NetworkPolicies cannot admit the "
+                       "operator's namespace, so native autoscaling cannot scrape their pods where "
+                       "NetworkPolicies are enforced (the chart sets it)")
     memo.context = OperatorContext(api=kube.connect(), config=config, locks=FleetLocks())
 
 

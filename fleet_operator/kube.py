@@ -35,6 +35,7 @@ PLURALS = {
     "ServiceAccount": "serviceaccounts",
     "Role": "roles",
     "RoleBinding": "rolebindings",
+    "NetworkPolicy": "networkpolicies",  # networking.k8s.io/v1
     "Event": "events",
     names.KIND: names.PLURAL,
 }

@@ -54,7 +54,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             return None
         try:
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
-                                ctx.config.prometheus_address)
+                                ctx.config.prometheus_address, ctx.config.namespace)
         except SpecError as e:
             if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)

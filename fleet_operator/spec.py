@@ -15,9 +15,11 @@ from typing import Any
 from fleet_operator import crd, names
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
+from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
+from fleet_operator.sources import SecretKeyRef, VolumeSource, parse_secret_ref, parse_volume_source
 
-__all__ = ["FleetSpec", "GatewaySpec", "ModelSpec", "ResourceSpec", "ServerSpec", "SpecError",
-           "parse_fleet"]
+__all__ = ["AuthSpec", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
+           "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
@@ -29,6 +31,8 @@ class ModelSpec:
     source: str  # hub id, path or .gguf file: the server's --model-path
     served_name: str
     dtype: str = crd.default("model", "dtype")
+    cache: VolumeSource | None = None  # None: an emptyDir, each pod downloads
+    hf_token: SecretKeyRef | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class ServerSpec:
     max_total_tokens: int = crd.default("server", "maxTotalTokens")
     max_queued_requests: int = crd.default("server", "maxQueuedRequests")
     request_timeout_s: int = crd.default("server", "requestTimeoutSeconds")
+    startup_timeout_s: int = crd.default("server", "startupTimeoutSeconds")  # the startupProbe's
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,13 @@ class GatewaySpec:
     port: int = crd.default("gateway", "port")
     cpu: str = crd.default("gateway", "resources", "cpu")
     memory: str = crd.default("gateway", "resources", "memory")
+
+
+@dataclass(frozen=True)
+class AuthSpec:
+    """spec.auth: the API key the scoring pods and the gateway require (None: no key)."""
+
+    api_key: SecretKeyRef | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ class FleetSpec:
     server: ServerSpec = ServerSpec()
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     gateway: GatewaySpec = GatewaySpec()
+    auth: AuthSpec = AuthSpec()
+    network_policy: NetworkPolicySpec = NetworkPolicySpec()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
@@ -80,12 +94,14 @@ class FleetSpec:
 
 def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                 default_image: str | None = None,
-                default_prometheus_address: str | None = None) -> FleetSpec:
+                default_prometheus_address: str | None = None,
+                operator_namespace: str | None = None) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
     default_image is the operator's own image (one image serves both); used only for CPU fleets,
     because nothing says it was built with CUDA. default_prometheus_address is the operator's
-    Prometheus for keda mode's trigger, when the fleet names none.
+    Prometheus for keda mode's trigger, when the fleet names none. operator_namespace is where the
+    operator runs (its scrape of the pods comes from there: the NetworkPolicy admits it).
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
@@ -105,6 +121,9 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         server=_parse_server(top.child("server")),
         autoscaling=autoscaling,
         gateway=gateway,
+        auth=AuthSpec(api_key=parse_secret_ref(top.child("auth").value.get("apiKeySecretRef"),
+                                                "spec.auth.apiKeySecretRef")),
+        network_policy=parse_network_policy(top.value.get("networkPolicy"), operator_namespace),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
         affinity=as_object(top.value.get("affinity"), "spec.affinity"),
@@ -138,7 +157,10 @@ def _parse_model(model: Fields, fleet_name: str) -> ModelSpec:
     if not source:
         raise SpecError("spec.model.source is required (a hub id, a path or a .gguf file)")
     return ModelSpec(source=source, served_name=model.string("name") or fleet_name,
-                     dtype=model.enum("dtype"))
+                     dtype=model.enum("dtype"),
+                     cache=parse_volume_source(model.value.get("cache"), "spec.model.cache"),
+                     hf_token=parse_secret_ref(model.value.get("hfTokenSecretRef"),
+                                               "spec.model.hfTokenSecretRef"))
 
 
 def _parse_resources(res: Fields) -> ResourceSpec:
@@ -154,6 +176,7 @@ def _parse_server(srv: Fields) -> ServerSpec:
         max_total_tokens=srv.integer("maxTotalTokens"),
         max_queued_requests=srv.integer("maxQueuedRequests"),
         request_timeout_s=srv.integer("requestTimeoutSeconds"),
+        startup_timeout_s=srv.integer("startupTimeoutSeconds"),
     )
 
 

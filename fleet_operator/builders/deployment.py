@@ -6,6 +6,7 @@ as {} or [], because the API server drops them and a comparison would then see d
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fleet_operator.builders.security import container_security_context, pod_security_context
@@ -14,7 +15,13 @@ from fleet_operator.spec import FleetSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER_NAME = "server"
-CACHE_DIR = "/cache"  # HF_HOME lives here: the root filesystem is read-only
+CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesystem is read-only
+HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
+MODEL_CACHE_VOLUME = "model-cache"
+# The server and the gateway read the API key from this variable (the flag --api-key still works);
+# a key in args would be readable by anyone who can read the pod spec.
+API_KEY_ENV = "SCORINGFLEET_API_KEY"
+STARTUP_PERIOD_S = 10
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
 # After its drain the server gives uvicorn at most this long to write the last responses
 # (server/connections.py SHUTDOWN_GRACE_S), then exits.
@@ -88,7 +95,8 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
         "terminationGracePeriodSeconds": termination_grace_s(fleet),
         "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
-        "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}}],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}},
+                    *_model_cache_volume(fleet)],
     }
     if fleet.node_selector:
         pod["nodeSelector"] = dict(fleet.node_selector)
@@ -119,10 +127,11 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": fleet.server.port, "protocol": "TCP"}],
         "env": _env(fleet),
         "resources": _resources(fleet),
-        # Model loading can take minutes (download, then load): the startup probe holds liveness off
-        # for up to 10 minutes; after that, a hung process is restarted within ~30 s.
-        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
-                         "timeoutSeconds": 5, "failureThreshold": 60},
+        # Loading is not liveness: a download and a load can take minutes, during which the server
+        # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
+        # after that, a hung process is restarted within ~30 s.
+        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": STARTUP_PERIOD_S,
+                         "timeoutSeconds": 5, "failureThreshold": startup_failure_threshold(fleet)},
         "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
                           "timeoutSeconds": 5, "failureThreshold": 3},
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
@@ -133,14 +142,58 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
             "python", "-c", f"import time; time.sleep({PRESTOP_SLEEP_S})"]}}},
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "cache", "mountPath": CACHE_DIR}],
+                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet)],
     }
+
+
+def startup_failure_threshold(fleet: FleetSpec) -> int:
+    """Failed startup probes allowed: enough periods to cover spec.server.startupTimeoutSeconds."""
+    return math.ceil(fleet.server.startup_timeout_s / STARTUP_PERIOD_S)
+
+
+def hf_home(fleet: FleetSpec) -> str:
+    """Where the server's hub client keeps its cache: ours, or the user's plain HF_HOME value."""
+    for var in fleet.env:
+        if var["name"] == "HF_HOME" and isinstance(var.get("value"), str) and var["value"]:
+            return var["value"]
+    return HF_HOME
+
+
+def _model_cache_volume(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """spec.model.cache as a volume (weights downloaded once per volume); none without it, and
+    HF_HOME is then inside the pod's own emptyDir (each pod downloads)."""
+    cache = fleet.model.cache
+    return [] if cache is None else [cache.volume(MODEL_CACHE_VOLUME)]
+
+
+def _model_cache_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """Mounted at HF_HOME itself, over the emptyDir: only the hub's files go to the shared volume."""
+    if fleet.model.cache is None:
+        return []
+    mount: dict[str, Any] = {"name": MODEL_CACHE_VOLUME, "mountPath": hf_home(fleet)}
+    if fleet.model.cache.read_only:
+        mount["readOnly"] = True  # left out when false: the API server drops a false readOnly
+    return [mount]
+
+
+def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """SCORINGFLEET_API_KEY from spec.auth.apiKeySecretRef, for the server's and the gateway's pods."""
+    ref = fleet.auth.api_key
+    return [] if ref is None else [ref.env(API_KEY_ENV)]
 
 
 def _env(fleet: FleetSpec) -> list[dict[str, Any]]:
     """Our defaults first, then the user's; a user variable of the same name replaces ours."""
-    ours = [{"name": "HF_HOME", "value": f"{CACHE_DIR}/huggingface"},
+    ours = [{"name": "HF_HOME", "value": HF_HOME},
             {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    model = fleet.model
+    if model.cache is not None and model.cache.read_only:
+        # A read-only cache must already hold the model: the hub client, online, would ask the hub
+        # for the newest revision and take a lock file in the cache before reading it.
+        ours.append({"name": "HF_HUB_OFFLINE", "value": "1"})
+    if model.hf_token is not None:
+        ours.append(model.hf_token.env("HF_TOKEN"))
+    ours += api_key_env(fleet)
     user_names = {var["name"] for var in fleet.env}
     return [v for v in ours if v["name"] not in user_names] + [dict(v) for v in fleet.env]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet_operator.builders.deployment import api_key_env
 from fleet_operator.builders.security import container_security_context, pod_security_context
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
@@ -67,7 +68,8 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "command": ["python", "-m", "gateway"],
         "args": gateway_args(fleet),
         "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"}],
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        # The key (spec.auth.apiKeySecretRef) checks clients and goes on to the workers.
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *api_key_env(fleet)],
         "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},
                       "limits": {"cpu": gw.cpu, "memory": gw.memory}},
         "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,

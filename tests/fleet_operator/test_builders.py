@@ -185,12 +185,13 @@ def test_hpa_scales_the_fleet_itself_on_the_adapter_load_metric():
         {"type": "Percent", "value": 100, "periodSeconds": 15}]
 
 
+# The NetworkPolicy (on by default) first: no pod it guards exists before it.
 @pytest.mark.parametrize("autoscaling,kinds", [
-    ({}, ["Deployment", "Service", "PodDisruptionBudget"]),
-    ({"enabled": True, "mode": "native"}, ["Deployment", "Service", "PodDisruptionBudget"]),
-    ({"enabled": False, "mode": "hpa"}, ["Deployment", "Service", "PodDisruptionBudget"]),
+    ({}, ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget"]),
+    ({"enabled": True, "mode": "native"}, ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget"]),
+    ({"enabled": False, "mode": "hpa"}, ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget"]),
     ({"enabled": True, "mode": "hpa"},
-     ["Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"]),
+     ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"]),
 ], ids=["off", "native", "hpa-disabled", "hpa"])
 def test_children_include_an_hpa_only_in_hpa_mode(autoscaling, kinds):
     assert [c["kind"] for c in build_children(fleet(autoscaling=autoscaling))] == kinds

@@ -47,9 +47,12 @@ def test_children_with_the_gateway_add_its_five_after_the_fleets_own():
 
 def test_a_fleet_without_the_gateway_must_not_have_its_children():
     plain = fleet({"enabled": False})
-    assert [c["kind"] for c in build_children(plain)] == ["Deployment", "Service", "PodDisruptionBudget"]
+    assert [c["kind"] for c in build_children(plain)] == \
+        ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget"]
+    # its NetworkPolicy last, once the pods it guards are gone
     assert [(kind, name) for _, kind, name in unwanted_children(plain)][2:] == \
-        [(kind, "qwen-gateway") for kind in ["Deployment", "Service", "RoleBinding", "Role", "ServiceAccount"]]
+        [(kind, "qwen-gateway") for kind in ["Deployment", "Service", "RoleBinding", "Role", "ServiceAccount",
+                                             "NetworkPolicy"]]
 
 
 def test_the_gateway_pods_are_not_the_fleets_pods():
@@ -59,9 +62,11 @@ def test_the_gateway_pods_are_not_the_fleets_pods():
     assert FLEET_LABEL not in gateway_pod_labels
     assert gateway_pod_labels[GATEWAY_LABEL] == "qwen"
     assert gateway_pod_labels["app.kubernetes.io/component"] == "gateway"
-    fleet_deployment, fleet_service, pdb = build_children(f)[:3]
+    own = {c["kind"]: c for c in build_children(f) if c["metadata"]["name"] == "qwen"}
+    fleet_deployment, fleet_service, pdb = own["Deployment"], own["Service"], own["PodDisruptionBudget"]
     for selector in (fleet_deployment["spec"]["selector"]["matchLabels"],
-                     fleet_service["spec"]["selector"], pdb["spec"]["selector"]["matchLabels"]):
+                     fleet_service["spec"]["selector"], pdb["spec"]["selector"]["matchLabels"],
+                     own["NetworkPolicy"]["spec"]["podSelector"]["matchLabels"]):
         assert not selects(selector, gateway_pod_labels)
     scoring_pod_labels = fleet_deployment["spec"]["template"]["metadata"]["labels"]
     for selector in (build_gateway_deployment(f)["spec"]["selector"]["matchLabels"],

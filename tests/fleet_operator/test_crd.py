@@ -124,10 +124,20 @@ def _with(path: str, value):
     ("spec.autoscaling.keda", {"serverAddress": "http://p:9090"}, "Additional properties"),
     ("spec.model.source", "", "non-empty"),
     ("spec.unknownField", 1, "Additional properties"),
+    ("spec.model.cache", {"emptyDir": {}, "hostPath": {"path": "/x"}}, "has too many properties"),
+    ("spec.model.cache", {}, "should be non-empty"),
+    ("spec.model.hfTokenSecretRef", {"name": "hf"}, "'key' is a required property"),
+    ("spec.auth.apiKeySecretRef", {"name": "k", "key": ""}, "non-empty"),
+    ("spec.server.startupTimeoutSeconds", 5, "less than the minimum"),
+    ("spec.networkPolicy.enabled", "yes", "is not of type 'boolean'"),
+    ("spec.networkPolicy.allowFrom", [{"ipBlock": {"except": ["10.0.0.0/8"]}}], "'cidr' is a required property"),
+    ("spec.networkPolicy.gatewayAllowFrom", [{"namespaces": ["x"]}], "Additional properties"),
 ], ids=["dtype-enum", "replicas-min", "replicas-type", "gpus-min", "port-max", "mode-enum",
         "target-exclusive-min", "missing-fraction-max", "select-policy-enum", "policies-min-items",
         "cel-min-le-max", "cel-keda-min", "keda-address-pattern", "keda-auth-empty", "keda-unknown-field",
-        "source-empty", "unknown-field"])
+        "source-empty", "unknown-field", "cache-two-sources", "cache-no-source", "token-ref-without-key",
+        "api-key-ref-empty-key", "startup-timeout-min", "network-policy-enabled-type", "peer-without-cidr",
+        "gateway-peer-unknown-field"])
 def test_schema_rejects(path, value, expected):
     errors = schema_errors(_with(path, value))
     assert any(expected in e for e in errors), errors

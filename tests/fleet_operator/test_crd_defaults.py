@@ -129,6 +129,11 @@ def test_a_minimal_fleets_deployment_carries_the_crd_defaults_field_by_field():
     assert flag(args, "--drain-timeout") == str(d["server.requestTimeoutSeconds"])
     # grace: preStop sleep + the drain + the server's last responses + a margin
     assert pod["spec"]["terminationGracePeriodSeconds"] == 5 + d["server.requestTimeoutSeconds"] + 5 + 5
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == d["server.startupTimeoutSeconds"]
+    # no spec.model.cache: a per-pod emptyDir; no Secret refs: no secret in env
+    assert {"name": "cache", "emptyDir": {}} in pod["spec"]["volumes"]
+    assert not [e for e in container["env"] if "valueFrom" in e]
 
 
 def test_the_package_ships_the_crd_byte_for_byte():

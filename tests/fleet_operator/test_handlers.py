@@ -97,6 +97,13 @@ def test_prometheus_address_from_env(environ, address):
     assert OperatorConfig.from_env(environ).prometheus_address == address
 
 
+@pytest.mark.parametrize("environ,namespace", [
+    ({}, None), ({"POD_NAMESPACE": ""}, None), ({"POD_NAMESPACE": "scoring-system"}, "scoring-system"),
+], ids=["unset", "empty", "set"])
+def test_operator_namespace_from_the_downward_api_env(environ, namespace):
+    assert OperatorConfig.from_env(environ).namespace == namespace
+
+
 def test_prometheus_address_must_be_an_http_url():
     with pytest.raises(ValueError, match="SCORING_FLEET_PROMETHEUS_ADDRESS must be an http"):
         OperatorConfig.from_env({"SCORING_FLEET_PROMETHEUS_ADDRESS": "prometheus:9090"})

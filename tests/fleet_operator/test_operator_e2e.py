@@ -185,3 +185,32 @@ def test_namespaced_operator_serves_only_its_namespace(kube_api, tmp_path):
                  "team-a's fleet status")
         assert cluster.deployment() is None
         assert "status" not in cluster.fleet()
+
+
+def test_auth_cache_token_and_network_policy_through_the_real_operator(kube_api, tmp_path):
+    # the chart's downward-API env: the operator's namespace, which the NetworkPolicy admits
+    kube_api.apply_file(CRD_PATH)
+    cluster = Cluster(kube_api)
+    doc = minimal()
+    doc["spec"]["model"].update(cache={"persistentVolumeClaim": {"claimName": "hf-cache"}},
+                                hfTokenSecretRef={"name": "hf", "key": "token"})
+    doc["spec"].update(auth={"apiKeySecretRef": {"name": "api", "key": "key"}}, gateway={"enabled": True})
+    with running_operator(kube_api, tmp_path / "operator.log", "-A", env={"POD_NAMESPACE": "scoring-system"}):
+        cluster.apply(doc)
+        policy = wait_for(lambda: cluster.get("networking.k8s.io/v1", "NetworkPolicy", FLEET), "the policy")
+        peers = [peer for rule in policy["spec"]["ingress"] for peer in rule["from"]]
+        assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "scoring-system"}}} in peers
+        gateway = wait_for(lambda: cluster.deployment(f"{FLEET}-gateway"), "the gateway")
+        key = {"name": "SCORINGFLEET_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "key"}}}
+        for c in (cluster.container(), gateway["spec"]["template"]["spec"]["containers"][0]):
+            assert key in c["env"] and "--api-key" not in c["args"]
+        server = cluster.container()
+        env = {e["name"]: e for e in server["env"]}
+        assert env["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
+        assert {"name": "model-cache", "mountPath": env["HF_HOME"]["value"]} in server["volumeMounts"]
+        assert server["startupProbe"]["failureThreshold"] * server["startupProbe"]["periodSeconds"] == 600
+
+        cluster.patch_fleet(FLEET, {"spec": {"networkPolicy": {"enabled": False}}})
+        wait_for(lambda: cluster.get("networking.k8s.io/v1", "NetworkPolicy", FLEET) is None
+                 and cluster.get("networking.k8s.io/v1", "NetworkPolicy", f"{FLEET}-gateway") is None,
+                 "both policies gone")

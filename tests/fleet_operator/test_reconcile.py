@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleet_operator import kube
-from fleet_operator.context import OperatorContext
+from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT
 from tests.fleet_operator.waiting import wait_for
@@ -41,7 +41,7 @@ def resource_versions(api):
 def test_first_reconcile_creates_every_child(api):
     result = reconcile(api)
     assert result.spec_error is None
-    assert result.actions == {"Deployment": "created", "Service": "created",
+    assert result.actions == {"NetworkPolicy": "created", "Deployment": "created", "Service": "created",
                               "PodDisruptionBudget": "created"}
 
 
@@ -81,7 +81,7 @@ def test_a_missing_or_replaced_fleet_is_left_alone(api):
 
 GATEWAY_CHILDREN = [("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
                     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("apps/v1", "Deployment"),
-                    ("v1", "Service")]
+                    ("v1", "Service"), ("networking.k8s.io/v1", "NetworkPolicy")]
 
 
 def gateway_children(api) -> list:
@@ -103,7 +103,7 @@ def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_
     result = reconcile(api)
     assert {k: v for k, v in result.actions.items() if "gateway" in k} == {
         f"{kind} {NAME}-gateway": "deleted" for _, kind in GATEWAY_CHILDREN}
-    assert gateway_children(api) == [None] * 5
+    assert gateway_children(api) == [None] * len(GATEWAY_CHILDREN)
     assert "gateway" not in kube.get_fleet(api, "default", NAME)["status"]
     assert kube.get(api, "apps/v1", "Deployment", "default", NAME) is not None  # the fleet's own stay
 
@@ -137,3 +137,20 @@ def test_a_fleet_not_natively_autoscaled_keeps_no_autoscaler_status(api):
     assert not {"lastDecision", "running", "waiting", "lastScaleTime", "autoscalerHistory"} & set(status)
     assert {c["type"] for c in status["conditions"]} == {"SpecValid", "Ready"}
     assert status["desiredReplicas"] == 1
+
+
+def test_the_network_policy_admits_the_operators_namespace_is_kept_and_goes_when_disabled(kube_api, api):
+    ctx = OperatorContext(api, config=OperatorConfig(namespace="scoring-system"), clock=lambda: T0)
+    reconcile_fleet(ctx, "default", NAME)
+    path = kube.object_path("networking.k8s.io/v1", "NetworkPolicy", "default", NAME)
+    built = kube.request(api, "GET", path)["spec"]
+    operator_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "scoring-system"}}}
+    assert operator_peer in [peer for rule in built["ingress"] for peer in rule["from"]]
+    # someone opens the scoring pods to everyone: the next reconcile closes them again
+    kube.request(api, "PATCH", path, body={"spec": {"ingress": [{}]}}, content_type=kube.MERGE_PATCH)
+    assert reconcile_fleet(ctx, "default", NAME).actions["NetworkPolicy"] == "patched"
+    assert kube.request(api, "GET", path)["spec"] == built
+
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"networkPolicy": {"enabled": false}}}')
+    assert reconcile_fleet(ctx, "default", NAME).actions["NetworkPolicy"] == "deleted"
+    assert kube.get(api, "networking.k8s.io/v1", "NetworkPolicy", "default", NAME) is None

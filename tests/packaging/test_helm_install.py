@@ -92,6 +92,14 @@ def test_keda_prometheus_address_reaches_the_operators_environment(render, addre
     assert env.get("SCORING_FLEET_PROMETHEUS_ADDRESS") == (address or None)
 
 
+def test_the_operator_knows_its_namespace_from_the_downward_api(render):
+    # the fleets' NetworkPolicies admit the operator's namespace (its scrape of the pods)
+    (deployment,) = by_kind(render({}), "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {var["name"]: var for var in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
 MONITORS_ON = {"monitoring": {"podMonitor": {"enabled": True},
                               "serviceMonitor": {"enabled": True}}}
 

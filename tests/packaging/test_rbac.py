@@ -28,6 +28,8 @@ NAMESPACED_GRANTS = {
     ("rbac.authorization.k8s.io", "rolebindings"): CREATE_GET_PATCH | {"delete"},
     ("policy", "poddisruptionbudgets"): CREATE_GET_PATCH,
     ("autoscaling", "horizontalpodautoscalers"): CREATE_GET_PATCH | {"delete"},  # leaving hpa mode
+    # each fleet's and its gateway's; deleted when disabled (or the gateway is)
+    ("networking.k8s.io", "networkpolicies"): CREATE_GET_PATCH | {"delete"},
     ("keda.sh", "scaledobjects"): CREATE_GET_PATCH | {"delete"},  # keda mode; leaving it
     # listed by label and scraped; patched: pod-deletion-cost before a scale-down; get and watch:
     # the gateway's Role grants them
@@ -50,6 +52,7 @@ GRANTED_FOR_PATHS_NOT_RUN = {
     ("", "serviceaccounts", "patch"): "a drifted ServiceAccount (labels) is patched back",
     ("rbac.authorization.k8s.io", "roles", "patch"): "a drifted gateway Role is patched back",
     ("rbac.authorization.k8s.io", "rolebindings", "patch"): "a drifted gateway RoleBinding is patched",
+    ("networking.k8s.io", "networkpolicies", "patch"): "a drifted NetworkPolicy is patched back",
 }
 
 

@@ -19,6 +19,9 @@ SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.i
                 "net.ipv4.tcp_keepalive_probes"}
 RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                       "persistentVolumeClaim", "projected", "secret"}
+# The one writable mount that is not an emptyDir, by design: spec.model.cache, the user's volume at
+# HF_HOME, where the first pod downloads the weights for the others (builders/deployment.py).
+WRITABLE_BY_DESIGN = {"model-cache"}
 SELINUX_TYPES = {None, "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
 
@@ -122,13 +125,14 @@ def capabilities(pod: Pod) -> list[str]:
 
 def read_only_root(pod: Pod) -> list[str]:
     """Not in the standard; the project's rule: read-only root, writes only to emptyDirs mounted
-    where needed (every emptyDir is mounted; nothing else is mounted writable)."""
+    where needed (every emptyDir is mounted; nothing else is mounted writable but the model cache)."""
     problems = [f"{c['name']}: readOnlyRootFilesystem is not true" for c in containers(pod)
                 if _security(c).get("readOnlyRootFilesystem") is not True]
     empty_dirs = {v["name"] for v in pod.get("volumes") or () if "emptyDir" in v}
     mounted = {m["name"] for c in containers(pod) for m in c.get("volumeMounts") or ()
                if not m.get("readOnly")}
-    problems += [f"writable mount of non-emptyDir volume {name}" for name in sorted(mounted - empty_dirs)]
+    problems += [f"writable mount of non-emptyDir volume {name}"
+                 for name in sorted(mounted - empty_dirs - WRITABLE_BY_DESIGN)]
     problems += [f"emptyDir {name} is mounted nowhere" for name in sorted(empty_dirs - mounted)]
     return problems
 

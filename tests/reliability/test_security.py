@@ -103,6 +103,15 @@ def test_the_fleet_pods_of_every_example_are_restricted(example: Path):
     assert violations(_pod_of(build_deployment(fleet))) == {}
 
 
+def test_only_the_model_cache_may_be_a_writable_non_emptydir_mount():
+    pod = copy.deepcopy(COMPLIANT)
+    pod["volumes"].append({"name": "model-cache", "persistentVolumeClaim": {"claimName": "hf"}})
+    pod["containers"][0]["volumeMounts"].append({"name": "model-cache", "mountPath": "/cache/huggingface"})
+    assert violations(pod) == {}
+    pod["volumes"][-1]["name"] = pod["containers"][0]["volumeMounts"][-1]["name"] = "data"
+    assert set(violations(pod)) == {"read-only-root"}
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_the_gateway_pods_of_every_example_are_restricted(example: Path):
     doc = load_yaml(example)

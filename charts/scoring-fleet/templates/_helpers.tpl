@@ -101,6 +101,11 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["create", "get", "patch"]
+# Each fleet's NetworkPolicies (its scoring pods', its gateway's), merge-patched back on drift and
+# deleted when spec.networkPolicy.enabled is turned off or the gateway is disabled.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "get", "patch", "delete"]
 # The HPA is also deleted when a fleet leaves hpa mode.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]

@@ -1,0 +1,71 @@
+"""Pure: FleetSpec -> the fleet's two NetworkPolicies (networking.k8s.io/v1), ingress only.
+
+The scoring pods' policy (named after the fleet) admits, on the server's port only: the fleet's
+gateway pods (they route requests and read /get_load), the operator's namespace (the native
+autoscaler scrapes /metrics from there) and spec.networkPolicy.allowFrom (e.g. Prometheus'
+namespace); nothing else, so no pod in the cluster can go around the gateway and its key. The
+gateway's policy (<fleet>-gateway) admits gatewayAllowFrom, or anyone when that is empty: it is
+the fleet's front door, and the rule says so even in a namespace whose default is deny. Egress is
+not restricted (the hub, the API server, the workers). Each rule is one ingress entry, so
+`kubectl describe networkpolicy` reads as the list below.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fleet_operator.names import (
+    fleet_labels,
+    gateway_labels,
+    gateway_name,
+    gateway_selector_labels,
+    selector_labels,
+)
+from fleet_operator.spec import FleetSpec
+
+NETWORKING_API = "networking.k8s.io/v1"
+# Every namespace carries this label (set by the API server since Kubernetes 1.21).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def build_network_policy(fleet: FleetSpec) -> dict[str, Any]:
+    """The scoring pods' policy: only the gateway, the operator's namespace and the listed peers."""
+    policy = fleet.network_policy
+    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": gateway_selector_labels(fleet.name)}}]
+    if policy.operator_namespace is not None:
+        peers.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: policy.operator_namespace}}})
+    peers += [dict(peer) for peer in policy.allow_from]
+    return _policy(fleet.name, fleet.namespace, fleet_labels(fleet.name), selector_labels(fleet.name),
+                   [_rule(fleet.server.port, [peer]) for peer in peers])
+
+
+def build_gateway_network_policy(fleet: FleetSpec) -> dict[str, Any]:
+    """The gateway's policy: its port from gatewayAllowFrom, or from anywhere when none is listed."""
+    peers = fleet.network_policy.gateway_allow_from
+    rules = [_rule(fleet.gateway.port, [dict(peer) for peer in peers])] if peers else \
+        [_rule(fleet.gateway.port, None)]
+    return _policy(gateway_name(fleet.name), fleet.namespace, gateway_labels(fleet.name),
+                   gateway_selector_labels(fleet.name), rules)
+
+
+def _rule(port: int, peers: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One ingress rule: TCP `port` from `peers` (None: from anywhere)."""
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": port}]}
+    if peers is not None:
+        rule["from"] = peers
+    return rule
+
+
+def _policy(name: str, namespace: str, labels: Mapping[str, str], selector: Mapping[str, str],
+            ingress: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": NETWORKING_API,
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "podSelector": {"matchLabels": dict(selector)},
+            # Explicit: left out, the API server would fill it in, and the children would differ.
+            "policyTypes": ["Ingress"],
+            "ingress": ingress,
+        },
+    }
