@@ -48,9 +48,9 @@ def test_set_urls_keeps_state_of_kept_workers_and_counts_gone():
     reg.record_answer(A, 7, reg.poll_started(A), now=1.0)
     assert reg.set_urls([A, C]) == ([C], [B])
     assert reg.get(A).num_reqs == 7 and reg.get(B) is None
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "gone": 1}
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "unauthorized": 0, "gone": 1}
     reg.set_urls([A, B, C])               # B came back: no longer gone
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "unauthorized": 0, "gone": 0}
 
 
 def test_reports_about_unknown_workers_are_ignored():
