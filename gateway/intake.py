@@ -38,7 +38,8 @@ def too_large(max_bytes: int) -> str:
 
 
 async def read_body(content: StreamReader, max_bytes: int) -> bytes:
-    """The whole body, refused (413) as soon as more than max_bytes have arrived."""
+    """The whole body from `content` (its readany() gives b"" at the end), refused (413) as soon
+    as more than max_bytes have arrived."""
     body = bytearray()
     while chunk := await content.readany():
         body += chunk
