@@ -25,6 +25,7 @@ ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoun
                503: "ServiceUnavailableError", 504: "TimeoutError"}
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
 UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})
+ROUTES = "POST /v1/score; GET /health, /ready, /health_generate, /metrics"
 
 
 class Refusal(Exception):
@@ -73,7 +74,10 @@ def error_middleware(count: Callable[[int], None]):
         except web.HTTPException as error:
             if error.status < 400:
                 raise  # a redirect or the like: not an error
-            response = as_response(error_reply(error.status, None, error.reason))
+            message = f"{error.reason}: {request.method} {request.path}"
+            if error.status in (404, 405):
+                message += f" (the gateway serves {ROUTES})"
+            response = as_response(error_reply(error.status, None, message))
             for name in ("Allow", "Retry-After"):  # 405 says what is allowed
                 if name in error.headers:
                     response.headers[name] = error.headers[name]

@@ -90,6 +90,8 @@ def test_unknown_paths_and_methods_are_json_and_counted(fleet, method, path, sta
     before = sample(gateway, f"{G}_requests_total", code=str(status))
     response = httpx.request(method, f"{gateway}{path}")
     assert is_gateway_error(response, status), response.text
+    assert f"{method} {path}" in response.json()["message"]
+    assert "POST /v1/score" in response.json()["message"]  # what it does serve
     assert sample(gateway, f"{G}_requests_total", code=str(status)) == before + 1
     if status == 405:
         assert "POST" in response.headers["allow"]
