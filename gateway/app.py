@@ -20,7 +20,9 @@ from gateway.config import GatewayConfig
 from gateway.errors import Refusal, as_response, error_middleware, error_reply
 from gateway.intake import (
     check_head,
+    content_encoding,
     count_sequences,
+    decode_body,
     is_authorized,
     parse_body,
     read_body,
@@ -44,7 +46,8 @@ def create_app(config: GatewayConfig) -> web.Application:
         if not is_authorized(request.headers, config.api_key):
             raise Refusal(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
         check_head(request.headers, config.max_request_bytes)
-        body = await read_body(request.content, config.max_request_bytes)
+        body = decode_body(await read_body(request.content, config.max_request_bytes),
+                           content_encoding(request.headers), config.max_request_bytes)
         num_sequences = count_sequences(parse_body(body))
         reply = await request.app[ROUTER].route(
             body, upstream_headers(request.headers, config.api_key), num_sequences)

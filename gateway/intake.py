@@ -2,15 +2,16 @@
 each failure a Refusal with the status the server would give (or the one it cannot give).
 
 - a body over the workers' limit: 413, from Content-Length before reading, else as it streams in;
-- a Content-Encoding other than identity: 415. The server reads no compressed body (it would
-  answer 400 to a valid gzip), so the gateway neither decodes one nor passes it on: both tiers
-  refuse it the same way, and no compressed bomb is ever expanded here;
+- gzip or deflate: decoded here and passed on plain (the server decodes nothing: it answers 415),
+  the decoded size held to the same limit (413: a compressed bomb stops expanding at the limit);
+  a stream that does not decode is 400; any other Content-Encoding is 415;
 - not JSON, or JSON nested deeper than the parser's recursion limit: 400.
 """
 from __future__ import annotations
 
 import json
 import secrets
+import zlib
 from collections.abc import Mapping
 
 from aiohttp import StreamReader
@@ -19,15 +20,23 @@ from gateway.errors import Refusal
 
 # Headers that travel upstream; everything else is hop-by-hop or the gateway's own business.
 UPSTREAM_HEADERS = ("content-type", "accept")
+# Content-Encodings decoded at the door -> zlib's wbits (gzip's header; deflate is zlib-wrapped).
+DECODED = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def content_encoding(headers: Mapping[str, str]) -> str:
+    """The body's encoding, lower case; "" for none (identity)."""
+    encoding = headers.get("content-encoding", "").strip().lower()
+    return "" if encoding == "identity" else encoding
 
 
 def check_head(headers: Mapping[str, str], max_bytes: int) -> None:
-    """Refuse what the head alone shows: a compressed body (415), a declared size over max_bytes
-    (413). A missing or malformed Content-Length is checked as the body streams in."""
-    encoding = headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    """Refuse what the head alone shows: an encoding not decoded here (415), a declared size over
+    max_bytes (413). A missing or malformed Content-Length is checked as the body streams in."""
+    encoding = content_encoding(headers)
+    if encoding and encoding not in DECODED:
         raise Refusal(415, f"Content-Encoding {encoding!r} is not accepted: send the JSON body "
-                           "uncompressed (the scoring servers read no compressed body)")
+                           "uncompressed, or gzip or deflate")
     declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise Refusal(413, too_large(max_bytes))
@@ -46,6 +55,24 @@ async def read_body(content: StreamReader, max_bytes: int) -> bytes:
         if len(body) > max_bytes:
             raise Refusal(413, too_large(max_bytes))
     return bytes(body)
+
+
+def decode_body(body: bytes, encoding: str, max_bytes: int) -> bytes:
+    """The body as the worker must get it: unchanged without an encoding, else decoded (gzip,
+    deflate); 413 as soon as the decoded bytes pass max_bytes, 400 when it does not decode."""
+    if not encoding:
+        return body
+    decoder = zlib.decompressobj(DECODED[encoding])
+    try:
+        plain = decoder.decompress(body, max_bytes + 1)  # bounded: a bomb stops at the limit
+    except zlib.error as error:
+        raise Refusal(400, f"bad compression: the body is not valid {encoding} ({error})") from None
+    if len(plain) > max_bytes:
+        raise Refusal(413, f"decoded {too_large(max_bytes)}")
+    if not decoder.eof or decoder.unused_data:
+        raise Refusal(400, f"bad compression: the {encoding} stream is truncated or has trailing "
+                           "data")
+    return plain
 
 
 def parse_body(body: bytes):

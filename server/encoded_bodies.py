@@ -2,8 +2,9 @@
 415, before it is read.
 
 Nothing here decodes a body, so a compressed one could only fail as malformed JSON (400), which
-says nothing about why; a 415 says what to change. The gateway refuses the same way, so both
-tiers answer a compressed body alike (docs/gateway.md). `identity` is no encoding.
+says nothing about why; a 415 says what to change. The gateway decodes gzip and deflate and
+passes them on plain (docs/gateway.md), so no compressed body reaches a server through it.
+`identity` is no encoding.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class RefuseEncodedBodies:
 
 
 async def _refuse(send, encoding: str) -> None:
-    message = (f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed")
+    message = (f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed "
+               "(the fleet gateway decodes gzip and deflate)")
     body = json.dumps({"object": "error", "message": message, "type": "BadRequestError",
                        "param": None, "code": 415}).encode()
     await send({"type": "http.response.start", "status": 415,

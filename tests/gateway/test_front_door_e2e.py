@@ -8,6 +8,7 @@ import gzip
 import json
 import socket
 import time
+import zlib
 
 import httpx
 import pytest
@@ -51,8 +52,10 @@ HOSTILE = {  # id: (body, extra headers, the gateway's status, what its message 
     "50000-deep": (b"[" * 50_000 + b"]" * 50_000, {}, 400, "nested too deeply"),
     "not-json": (b'{"query": [1, 2', {}, 400, "malformed JSON"),
     "not-utf8": (b"\xff\xfe\xfa", {}, 400, "malformed JSON"),
-    "junk-gzip": (b"this is not gzip", {"content-encoding": "gzip"}, 415, "gzip"),
-    "valid-gzip": (gzip.compress(BODY), {"content-encoding": "gzip"}, 415, "uncompressed"),
+    "junk-gzip": (b"this is not gzip", {"content-encoding": "gzip"}, 400, "bad compression"),
+    "truncated-gzip": (gzip.compress(BODY)[:-8], {"content-encoding": "gzip"}, 400, "truncated"),
+    "gzip-bomb": (gzip.compress(b" " * (64 * MIB)), {"content-encoding": "gzip"}, 413, "decoded"),
+    "brotli": (b"\x0b\x02\x80{}\x03", {"content-encoding": "br"}, 415, "uncompressed"),
     "9-MiB": (b" " * (9 * MIB), {}, 413, f"{8 * MIB} bytes"),
     "9-MiB-chunked": (lambda: iter([b" " * MIB] * 9), {}, 413, f"{8 * MIB} bytes"),  # no length
 }
@@ -72,6 +75,18 @@ def test_hostile_bodies_get_the_gateways_json_4xx_and_no_worker_sees_them(fleet,
     assert sample(gateway, f"{G}_routed_total", worker=worker) == routed  # refused at the door
     assert sample(gateway, f"{G}_requests_total", code=str(status)) == counted + 1
     assert httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200
+
+
+@pytest.mark.parametrize("encoding, compress", [("gzip", gzip.compress),
+                                                ("deflate", zlib.compress)])
+def test_a_valid_compressed_body_is_decoded_and_passed_on_plain(fleet, encoding, compress):
+    gateway, worker = fleet
+    direct = httpx.post(f"{worker}/v1/score", content=compress(BODY),
+                        headers={**JSON_HEADERS, "content-encoding": encoding})
+    assert direct.status_code == 415  # the server decodes nothing
+    through = httpx.post(f"{gateway}/v1/score", content=compress(BODY),
+                         headers={**JSON_HEADERS, "content-encoding": encoding})
+    assert through.status_code == 200 and len(through.json()["scores"]) == 2
 
 
 def test_a_body_at_the_limit_passes_the_door(fleet):

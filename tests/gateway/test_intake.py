@@ -1,7 +1,9 @@
 """gateway.intake and gateway.errors: the door's pure checks as tables, and the gateway's error
 body (the server's shape, `param` naming the gateway)."""
 import asyncio
+import gzip
 import json
+import zlib
 
 import pytest
 
@@ -9,6 +11,7 @@ from gateway.errors import Refusal, error_body, error_reply
 from gateway.intake import (
     check_head,
     count_sequences,
+    decode_body,
     is_authorized,
     parse_body,
     read_body,
@@ -24,11 +27,12 @@ LIMIT = 1000
     ({"content-length": "1001"}, 413),
     ({"content-length": "junk"}, None),                      # checked as the body streams in
     ({"content-encoding": "identity"}, None),
-    ({"content-encoding": "gzip"}, 415),
-    ({"content-encoding": " GZip "}, 415),
-    ({"content-encoding": "deflate", "content-length": "5000"}, 415),  # encoding first
-], ids=["none", "at-limit", "over-limit", "junk-length", "identity", "gzip", "gzip-case",
-        "deflate-and-big"])
+    ({"content-encoding": " GZip "}, None),                  # decoded at the door
+    ({"content-encoding": "deflate"}, None),
+    ({"content-encoding": "br"}, 415),
+    ({"content-encoding": "zstd", "content-length": "5000"}, 415),  # encoding first
+], ids=["none", "at-limit", "over-limit", "junk-length", "identity", "gzip", "deflate", "br",
+        "zstd-and-big"])
 def test_check_head(headers, status):
     if status is None:
         check_head(headers, LIMIT)
@@ -36,6 +40,33 @@ def test_check_head(headers, status):
         with pytest.raises(Refusal) as refused:
             check_head(headers, LIMIT)
         assert refused.value.status == status
+
+
+PLAIN = json.dumps({"query": [1], "items": [[2]], "label_token_ids": [3]}).encode()
+
+
+@pytest.mark.parametrize("body, encoding, plain", [
+    (PLAIN, "", PLAIN),
+    (gzip.compress(PLAIN), "gzip", PLAIN),
+    (gzip.compress(PLAIN), "x-gzip", PLAIN),
+    (zlib.compress(PLAIN), "deflate", PLAIN),
+    (gzip.compress(b"x" * LIMIT), "gzip", b"x" * LIMIT),          # decoded to the limit: fine
+], ids=["identity", "gzip", "x-gzip", "deflate", "at-limit"])
+def test_decode_body(body, encoding, plain):
+    assert decode_body(body, encoding, LIMIT) == plain
+
+
+@pytest.mark.parametrize("body, encoding, status, says", [
+    (b"this is not gzip", "gzip", 400, "not valid gzip"),
+    (gzip.compress(PLAIN)[:-6], "gzip", 400, "truncated"),
+    (gzip.compress(PLAIN) + b"junk", "gzip", 400, "trailing data"),
+    (gzip.compress(PLAIN), "deflate", 400, "not valid deflate"),
+    (gzip.compress(b"\0" * (100 * LIMIT)), "gzip", 413, "decoded request body exceeds"),
+], ids=["junk", "truncated", "trailing", "gzip-sent-as-deflate", "bomb"])
+def test_decode_body_refuses(body, encoding, status, says):
+    with pytest.raises(Refusal) as refused:
+        decode_body(body, encoding, LIMIT)
+    assert refused.value.status == status and says in refused.value.message
 
 
 @pytest.mark.parametrize("body, says", [
