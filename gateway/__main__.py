@@ -1,20 +1,20 @@
 """`python -m gateway`: parse the flags, then serve until SIGTERM/SIGINT."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 
-from aiohttp import web
-
-from gateway.app import create_app
+from gateway.app import count_answer, create_app
 from gateway.config import parse_args
+from gateway.connections import serve
 
 
 def main(argv: list[str] | None = None) -> int:
     config, log_level = parse_args(argv)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    web.run_app(create_app(config), host=config.host, port=config.port, print=None,
-                access_log=None)
+    asyncio.run(serve(create_app(config), config.host, config.port, config.header_timeout_s,
+                      config.max_connections, lambda app: count_answer(app, 503)))
     return 0
 
 

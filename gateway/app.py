@@ -1,24 +1,37 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
-Routes: POST /v1/score (through the Router), /health (process up), /ready and /health_generate
-(at least one worker known), /metrics. Startup builds the upstream session, the registry, the
-poller and discovery (static URLs or the pod watch); cleanup stops them in reverse.
+Routes: POST /v1/score (the door's checks, then the Router), /health (process up), /ready and
+/health_generate (at least one usable worker), /metrics. Every error is the gateway's JSON body
+and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
+the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
+reverse.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import secrets
+import time
 
 import aiohttp
 from aiohttp import web
 
 from fleet_operator.names import FLEET_LABEL  # the API's names: a module of constants only
 from gateway.config import GatewayConfig
+from gateway.errors import Refusal, as_response, error_middleware, error_reply
+from gateway.intake import (
+    check_head,
+    content_encoding,
+    count_sequences,
+    decode_body,
+    is_authorized,
+    parse_body,
+    read_body,
+    upstream_headers,
+)
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.poller import Poller
-from gateway.routing import Router, error_reply
+from gateway.routing import Router
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 
@@ -26,26 +39,28 @@ ROUTER = web.AppKey("router", Router)
 
 
 def create_app(config: GatewayConfig) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(middlewares=[error_middleware(lambda status: count_answer(app, status))])
     app.cleanup_ctx.append(lambda app: _lifetime(app, config))
 
     async def score(request: web.Request) -> web.Response:
-        if not _authorized(config, request):
-            reply = error_reply(401, "AuthenticationError",
-                                "missing or wrong API key: send 'Authorization: Bearer <key>'")
-        else:
-            reply = await request.app[ROUTER].route(await request.read(), request.headers)
-        request.app[ROUTER].metrics.requests.labels(code=str(reply.status)).inc()
-        return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+        if not is_authorized(request.headers, config.api_key):
+            raise Refusal(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
+        check_head(request.headers, config.max_request_bytes)
+        body = decode_body(await read_body(request.content, config.max_request_bytes),
+                           content_encoding(request.headers), config.max_request_bytes)
+        num_sequences = count_sequences(parse_body(body))
+        reply = await request.app[ROUTER].route(
+            body, upstream_headers(request.headers, config.api_key), num_sequences)
+        return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)
 
     async def ready(request: web.Request) -> web.Response:
-        if request.app[ROUTER].registry.urls():
+        registry = request.app[ROUTER].registry
+        if registry.fresh(time.monotonic()):
             return web.Response(status=200)
-        reply = error_reply(503, "ServiceUnavailableError", "not ready: no worker known")
-        return web.Response(status=503, body=reply.body, headers=reply.headers)
+        return as_response(error_reply(503, None, f"not ready: {unready_reason(registry)}"))
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=request.app[ROUTER].metrics.render(),
@@ -57,20 +72,30 @@ def create_app(config: GatewayConfig) -> web.Application:
     return app
 
 
-def _authorized(config: GatewayConfig, request: web.Request) -> bool:
-    if config.api_key is None:
-        return True
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(
-        token.strip().encode(), config.api_key.encode())
+def count_answer(app: web.Application, status: int) -> None:
+    """One answer to a client, by status (also those made before the router exists)."""
+    if ROUTER in app:
+        app[ROUTER].metrics.requests.labels(code=str(status)).inc()
+
+
+def unready_reason(registry: WorkerRegistry) -> str:
+    """Why no worker is usable, for /ready's body."""
+    counts = registry.counts_by_state(time.monotonic())
+    if not registry.urls():
+        return "no worker known"
+    parts = [f"{counts['unauthorized']} reject the gateway's API key"] if counts["unauthorized"] else []
+    if counts["stale"]:
+        parts.append(f"{counts['stale']} not answering /get_load (or the key check) lately")
+    return f"no usable worker ({', '.join(parts)})"
 
 
 async def _lifetime(app: web.Application, config: GatewayConfig):
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
-    registry = WorkerRegistry(config.stale_after_s)
+    registry = WorkerRegistry(config.stale_after_s, key_required=config.api_key is not None)
     waiting = WaitingRoom(config.max_waiting_requests)
-    poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s, waiting.notify)
+    poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
+                    waiting.notify, config.api_key)
     app[ROUTER] = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session)
 
     def set_rotation(urls) -> None:

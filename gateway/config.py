@@ -6,12 +6,18 @@ Owns the command line and its defaults; a bad flag is a clear message and exit s
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
 Policy = Literal["power_of_two", "round_robin"]
+# The API key's env var (the operator sets it from a Secret); the same name as the server's.
+API_KEY_ENV = "SCORINGFLEET_API_KEY"
+DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024  # the server's --max-request-bytes default
+DEFAULT_HEADER_TIMEOUT_S = 5.0               # the server's --header-timeout default
+DEFAULT_MAX_CONNECTIONS = 4096
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,10 @@ class GatewayConfig:
     queue_timeout_s: float = 30.0
     max_waiting_requests: int = 1024
     request_timeout_s: float = 120.0
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line or traceback
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -42,13 +51,20 @@ class GatewayConfig:
         if self.policy not in ("power_of_two", "round_robin"):
             raise ValueError(f"--policy must be power_of_two or round_robin, got {self.policy!r}")
         for flag, value in (("--load-interval", self.load_interval_s),
-                            ("--request-timeout", self.request_timeout_s)):
+                            ("--request-timeout", self.request_timeout_s),
+                            ("--header-timeout", self.header_timeout_s)):
             if value <= 0:
                 raise ValueError(f"{flag} must be > 0 seconds, got {value}")
         if self.queue_timeout_s < 0:
             raise ValueError(f"--queue-timeout must be >= 0 seconds, got {self.queue_timeout_s}")
         if self.max_waiting_requests < 0:
             raise ValueError(f"--max-waiting-requests must be >= 0, got {self.max_waiting_requests}")
+        for flag, count in (("--max-request-bytes", self.max_request_bytes),
+                            ("--max-connections", self.max_connections)):
+            if count < 1:
+                raise ValueError(f"{flag} must be >= 1, got {count}")
+        if self.api_key is not None and not self.api_key:
+            raise ValueError("the API key must not be empty")
 
     @property
     def stale_after_s(self) -> float:
@@ -77,22 +93,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a request may wait for a ready worker before 503")
     add("--max-waiting-requests", type=int, default=1024, help="beyond this, 503 at once")
     add("--request-timeout", type=float, default=120.0, help="seconds for one upstream attempt")
-    add("--api-key", default=None, help="required as 'Authorization: Bearer <key>'; passed on")
+    add("--api-key", default=None,
+        help=f"required as 'Authorization: Bearer <key>' and sent to the workers (default: the "
+             f"env var {API_KEY_ENV}; this flag wins; a key on a command line is visible to all)")
+    add("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES,
+        help="a larger body is a 413 at the door (default: the server's limit, 8 MiB)")
+    add("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+        help="seconds a connection may take to send a complete request head, from its opening "
+             "or its last answer (also the idle keep-alive time); then it is closed")
+    add("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+        help="open client connections; a new one beyond this gets 503 and is closed")
     add("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[GatewayConfig, str]:
-    """Flags -> (config, log level); exits with status 2 and a message on a bad flag."""
+def parse_args(argv: Sequence[str] | None = None,
+               environ: Mapping[str, str] | None = None) -> tuple[GatewayConfig, str]:
+    """Flags (and the API key's env var) -> (config, log level); exits with status 2 and a
+    message on a bad flag."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    environ = os.environ if environ is None else environ
     try:
         config = GatewayConfig(
             worker_urls=tuple(url.rstrip("/") for url in args.worker_urls), fleet=args.fleet,
             namespace=args.namespace, host=args.host, port=args.port, policy=args.policy,
             load_interval_s=args.load_interval, queue_timeout_s=args.queue_timeout,
             max_waiting_requests=args.max_waiting_requests,
-            request_timeout_s=args.request_timeout, api_key=args.api_key)
+            request_timeout_s=args.request_timeout,
+            api_key=args.api_key if args.api_key is not None else environ.get(API_KEY_ENV) or None,
+            max_request_bytes=args.max_request_bytes, header_timeout_s=args.header_timeout,
+            max_connections=args.max_connections)
     except ValueError as error:
         parser.error(str(error))
     return config, args.log_level

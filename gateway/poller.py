@@ -1,5 +1,7 @@
 """Poller: one task per worker in rotation, GET /get_load every load interval, answers and
-failures reported to the registry. Starts and stops tasks as the rotation changes (sync)."""
+failures reported to the registry. Starts and stops tasks as the rotation changes (sync). With an
+API key, a worker that answers is also asked whether it takes the key (key_check.py): once while
+unknown, then every KEY_RECHECK_S while it refuses it."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +11,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from gateway.key_check import KEY_RECHECK_S, note_key, probe_key
 from gateway.workers import WorkerRegistry
 
 log = logging.getLogger(__name__)
@@ -22,16 +25,20 @@ def parse_load(payload) -> int:
 
 class Poller:
     def __init__(self, registry: WorkerRegistry, session: aiohttp.ClientSession,
-                 interval_s: float, timeout_s: float, on_change: Callable[[], None]) -> None:
+                 interval_s: float, timeout_s: float, on_change: Callable[[], None],
+                 api_key: str | None = None) -> None:
         self.registry, self.session = registry, session
         self.interval_s, self.timeout_s, self.on_change = interval_s, timeout_s, on_change
+        self.api_key = api_key
         self._tasks: dict[str, asyncio.Task] = {}
+        self._key_probed_at: dict[str, float] = {}  # monotonic seconds of each worker's last probe
 
     def sync(self) -> None:
         """A task for every worker in rotation, none for the others."""
         urls = set(self.registry.urls())
         for url in list(self._tasks.keys() - urls):
             self._tasks.pop(url).cancel()
+            self._key_probed_at.pop(url, None)
         for url in urls - self._tasks.keys():
             self._tasks[url] = asyncio.create_task(self._poll_forever(url), name=f"poll {url}")
 
@@ -62,4 +69,17 @@ class Poller:
             self.registry.record_failure(url)
             return
         self.registry.record_answer(url, num_reqs, mark, time.monotonic())
+        await self._check_key(url)
         self.on_change()
+
+    async def _check_key(self, url: str) -> None:
+        worker, now = self.registry.get(url), time.monotonic()
+        if self.api_key is None or worker is None or worker.key_accepted is True:
+            return
+        if (worker.key_accepted is False
+                and now - self._key_probed_at.get(url, -KEY_RECHECK_S) < KEY_RECHECK_S):
+            return
+        self._key_probed_at[url] = now
+        accepted = await probe_key(self.session, url, self.api_key, self.timeout_s)
+        if accepted is not None:
+            note_key(self.registry, url, accepted, "the key probe")

@@ -5,13 +5,13 @@ Retried: refused, no connection within the connect timeout, reset before any res
 503 (full or draining). Never a 4xx, a 500 or a 504: those are answers. Scoring is idempotent, so
 a retried request is never done twice in a way a client can see. A worker that did no work
 because it is leaving (a draining 503, a refused connection once it has exited, a connect timeout
-once it has vanished) does not use up the retry: the request moves on to a worker it has not
+once it has vanished), or that refuses the gateway's API key (a 401 to the gateway's own key,
+which marks it not ready), does not use up the retry: the request moves on to a worker it has not
 tried. On a scale-in several workers leave at once, and stay in rotation until the watch event
 that drops them arrives.
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Collection, Mapping
@@ -19,35 +19,19 @@ from collections.abc import Collection, Mapping
 import aiohttp
 
 from gateway.config import GatewayConfig
+from gateway.errors import error_reply
+from gateway.intake import count_sequences, parse_body
+from gateway.key_check import note_key
 from gateway.metrics import GatewayMetrics
 from gateway.picker import pick
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
 from gateway.waiting import WaitingRoom, WaitingRoomFull
 from gateway.workers import Worker, WorkerRegistry
 
-JSON = "application/json"
-# Unreachable because it has exited (refused) or vanished (its IP drops packets): a worker that is
-# leaving, tried at most once, without using up the request's one retry.
-LEAVING_REASONS = ("refused", "connect-timeout")
-
-
-def error_reply(status: int, error_type: str, message: str, retry_after_s: int | None = None) -> Upstream:
-    """An answer in SGLang's error body, for what the gateway itself decides."""
-    body = json.dumps({"object": "error", "message": message, "type": error_type, "code": status})
-    headers = {"content-type": JSON}
-    if retry_after_s is not None:
-        headers["retry-after"] = str(retry_after_s)
-    return Upstream(status, headers, body.encode())
-
-
-def count_sequences(body: bytes) -> int:
-    """Items in a score request (one sequence each); 1 when the body is not what we expect
-    (the worker will answer 400 and we only need a weight)."""
-    try:
-        items = json.loads(body).get("items")
-    except (ValueError, AttributeError):
-        return 1
-    return max(len(items), 1) if isinstance(items, list) else 1
+# Unreachable because it has exited (refused) or vanished (its IP drops packets), or it refuses the
+# gateway's API key: a worker that did no work, tried at most once, without using up the request's
+# one retry.
+LEAVING_REASONS = ("refused", "connect-timeout", "unauthorized")
 
 
 class Router:
@@ -67,9 +51,13 @@ class Router:
             self._turn += 1
         return worker
 
-    async def route(self, body: bytes, headers: Mapping[str, str]) -> Upstream:
-        """The answer for the client: a worker's (unchanged) or the gateway's own error."""
-        num_sequences = count_sequences(body)
+    async def route(self, body: bytes, headers: Mapping[str, str],
+                    num_sequences: int | None = None) -> Upstream:
+        """The answer for the client: a worker's (unchanged) or the gateway's own error.
+        `headers` are those to send upstream; num_sequences None: counted from the body (which
+        must then be JSON: intake.parse_body)."""
+        if num_sequences is None:
+            num_sequences = count_sequences(parse_body(body))
         # One deadline per request: all its waits for a worker together last at most the queue
         # timeout, counted from arrival.
         deadline_s = time.monotonic() + self.config.queue_timeout_s
@@ -128,8 +116,8 @@ class Router:
         self.registry.record_sent(worker.url, num_sequences)
         self.metrics.routed.labels(worker=worker.url).inc()
         try:
-            return await forward(self.session, worker.url, body, headers,
-                                 self.config.request_timeout_s)
+            answer = await forward(self.session, worker.url, body, headers,
+                                   self.config.request_timeout_s)
         except Unreachable as error:
             self.registry.record_failure(worker.url)
             return error
@@ -138,6 +126,12 @@ class Router:
         except TimeoutError:
             return error_reply(504, "TimeoutError",
                                f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+        if answer.status == 401 and self.config.api_key is not None:
+            # The client passed the gateway's check and the gateway sent its own key: the worker
+            # has another one. Not the client's fault: the worker is out until it takes the key.
+            note_key(self.registry, worker.url, False, "a routed request")
+            return Unreachable("unauthorized", f"{worker.url} rejects the gateway's API key (401)")
+        return answer
 
     def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
         return error_reply(503, "ServiceUnavailableError",

@@ -20,6 +20,7 @@ class Worker:
     failed: bool = False         # the last poll or connection to it failed
     num_sent: int = 0            # sequences sent to it, ever
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
+    key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
 
     @property
     def num_in_flight(self) -> int:
@@ -31,17 +32,21 @@ class Worker:
         """The corrected load the picker compares: reported num_reqs + sequences sent since."""
         return self.num_reqs + self.num_in_flight
 
-    def is_fresh(self, now: float, stale_after_s: float) -> bool:
+    def is_fresh(self, now: float, stale_after_s: float, key_required: bool = False) -> bool:
+        """Choosable: answered /get_load lately, nothing failed since, and (when the gateway has
+        a key) known to accept the key."""
         return (not self.failed and self.answered_at is not None
-                and now - self.answered_at <= stale_after_s)
+                and now - self.answered_at <= stale_after_s
+                and (self.key_accepted is True or not key_required))
 
 
 class WorkerRegistry:
     """Workers by URL. `gone` counts URLs that left the rotation and have not come back, since
     start (cumulative: it grows with pod churn, one entry per pod IP seen leaving)."""
 
-    def __init__(self, stale_after_s: float) -> None:
+    def __init__(self, stale_after_s: float, key_required: bool = False) -> None:
         self.stale_after_s = stale_after_s
+        self.key_required = key_required  # the gateway has an API key: workers must accept it
         self._workers: dict[str, Worker] = {}
         self._gone: set[str] = set()
 
@@ -81,18 +86,30 @@ class WorkerRegistry:
         if worker is not None:
             worker.failed = True
 
+    def record_key(self, url: str, accepted: bool) -> bool:
+        """Whether the worker took the gateway's API key; True when that changed."""
+        worker = self._workers.get(url)
+        if worker is None or worker.key_accepted is accepted:
+            return False
+        worker.key_accepted = accepted
+        return True
+
     def record_sent(self, url: str, num_sequences: int) -> None:
         worker = self._workers.get(url)
         if worker is not None:
             worker.num_sent += num_sequences
 
     def fresh(self, now: float) -> list[Worker]:
-        return [w for w in self._workers.values() if w.is_fresh(now, self.stale_after_s)]
+        return [w for w in self._workers.values()
+                if w.is_fresh(now, self.stale_after_s, self.key_required)]
 
     def counts_by_state(self, now: float) -> dict[str, int]:
-        """{'ready': fresh, 'stale': in rotation but not fresh, 'gone': left the rotation}."""
+        """{'ready': fresh, 'unauthorized': rejects the gateway's API key, 'stale': the others in
+        rotation, 'gone': left the rotation}."""
         ready = len(self.fresh(now))
-        return {"ready": ready, "stale": len(self._workers) - ready, "gone": len(self._gone)}
+        unauthorized = sum(1 for w in self._workers.values() if w.key_accepted is False)
+        return {"ready": ready, "stale": len(self._workers) - ready - unauthorized,
+                "unauthorized": unauthorized, "gone": len(self._gone)}
 
     def loads(self) -> dict[str, int]:
         return {url: w.load for url, w in self._workers.items()}

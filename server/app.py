@@ -18,13 +18,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.body_limit import BodySizeLimit
 from server.config import ServerConfig
+from server.encoded_bodies import RefuseEncodedBodies
 from server.engine import Engine
 from server.errors import ClientDisconnected, ScoreError, Unauthorized
 from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
 
-ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 500, 503, 504)}
+ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 500, 503, 504)}
 
 
 def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
@@ -37,6 +38,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
 
     app = FastAPI(title="ScoringFleet scoring server", version="0.1.0", lifespan=lifespan)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
+    app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
     _add_score_route(app, config, engine)
     _add_load_routes(app, engine)

@@ -8,8 +8,9 @@ vocabulary) are checked by the engine.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, replace
-from typing import Literal, Sequence
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Literal, Mapping, Sequence
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
@@ -21,6 +22,8 @@ GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
 DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
 DEFAULT_HEADER_TIMEOUT_S = 5.0
+# The API key's env var (the operator sets it from a Secret, never in args); --api-key wins.
+API_KEY_ENV = "SCORINGFLEET_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class ServerConfig:
     request_timeout_s: float = 60.0
     drain_timeout_s: float | None = None  # None: request_timeout_s
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line or traceback
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -133,17 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
              "(default: --request-timeout)")
     add("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
         help="seconds a connection may take to send a complete request head; then it is closed")
-    add("--api-key", default=None, help="require 'Authorization: Bearer <key>' on /v1/score")
+    add("--api-key", default=None,
+        help=f"require 'Authorization: Bearer <key>' on /v1/score (default: the env var "
+             f"{API_KEY_ENV}; this flag wins; a key on a command line is visible to all)")
     add("--num-threads", type=int, default=None,
         help="torch CPU threads (default: the CPUs this process may use, cgroup quota included)")
     return parser
 
 
-def parse_args(argv: Sequence[str] | None = None) -> ServerConfig:
-    """Command line -> ServerConfig; a bad value exits with a usage error, never a traceback."""
+def parse_args(argv: Sequence[str] | None = None,
+               environ: Mapping[str, str] | None = None) -> ServerConfig:
+    """Command line (and the API key's env var) -> ServerConfig; a bad value exits with a usage
+    error, never a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     fields = vars(args)
+    if fields["api_key"] is None:  # an empty variable is no key
+        fields["api_key"] = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
     for name in ("request_timeout", "drain_timeout", "header_timeout"):
         fields[f"{name}_s"] = fields.pop(name)
     try:

@@ -47,14 +47,15 @@ def gateway_process(*args: str, log_path: Path, env: dict | None = None):
 
 
 def start_worker(hold_s: float = 0.0, host: str = "127.0.0.1", port: int | None = None,
-                 log_path: Path | None = None, *server_args: str) -> tuple[subprocess.Popen, str]:
+                 log_path: Path | None = None, *server_args: str,
+                 env: dict | None = None) -> tuple[subprocess.Popen, str]:
     """A scoring server process (bench.paced_server) whose batches take hold_s; not yet ready."""
     port = port or free_port()
     with open(log_path or os.devnull, "w") as out:  # the child keeps its own copy of the file
         process = subprocess.Popen(
             [sys.executable, "-m", "bench.paced_server", "--batch-s", str(hold_s),
              "--host", host, "--port", str(port), *server_args],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env or dict(os.environ))
     return process, f"http://{host}:{port}"
 
 

@@ -1,7 +1,7 @@
 """gateway.config: flags -> GatewayConfig; a bad flag exits 2 with a message."""
 import pytest
 
-from gateway.config import GatewayConfig, parse_args
+from gateway.config import API_KEY_ENV, GatewayConfig, parse_args
 
 
 def test_defaults_follow_the_contract():
@@ -32,3 +32,39 @@ def test_bad_flag_exits_2_with_a_message(argv, message, capsys):
         parse_args(argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_door_defaults_are_the_servers():
+    config, _ = parse_args(["--worker-urls", "http://a:1"], environ={})
+    assert config.max_request_bytes == 8 * 1024 * 1024  # the server's --max-request-bytes
+    assert config.header_timeout_s == 5.0               # the server's --header-timeout
+    assert config.max_connections == 4096 and config.api_key is None
+
+
+@pytest.mark.parametrize("argv, environ, key", [
+    ([], {API_KEY_ENV: "from-env"}, "from-env"),
+    ([], {API_KEY_ENV: ""}, None),                                          # empty: no key
+    (["--api-key", "from-flag"], {API_KEY_ENV: "from-env"}, "from-flag"),   # the flag wins
+], ids=["env", "empty-env", "flag-wins"])
+def test_the_api_key_comes_from_the_env_var_unless_the_flag_gives_one(argv, environ, key):
+    config, _ = parse_args(["--worker-urls", "http://a:1", *argv], environ)
+    assert config.api_key == key
+    assert API_KEY_ENV == "SCORINGFLEET_API_KEY"  # the name the operator renders from the Secret
+    assert "from-" not in repr(config)            # never in a log line or a traceback
+
+
+def test_the_gateway_and_the_server_read_the_same_env_var():
+    from server.config import API_KEY_ENV as SERVER_API_KEY_ENV  # a test may import both
+    assert API_KEY_ENV == SERVER_API_KEY_ENV
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--max-request-bytes", "0", "--max-request-bytes must be >= 1"),
+    ("--max-connections", "0", "--max-connections must be >= 1"),
+    ("--header-timeout", "0", "--header-timeout must be > 0"),
+    ("--api-key", "", "must not be empty"),
+], ids=["bytes", "connections", "header-timeout", "empty-key"])
+def test_bad_door_flags_exit_2(flag, value, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--worker-urls", "http://a:1", flag, value], environ={})
+    assert exited.value.code == 2 and message in capsys.readouterr().err

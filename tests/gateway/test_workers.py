@@ -48,9 +48,9 @@ def test_set_urls_keeps_state_of_kept_workers_and_counts_gone():
     reg.record_answer(A, 7, reg.poll_started(A), now=1.0)
     assert reg.set_urls([A, C]) == ([C], [B])
     assert reg.get(A).num_reqs == 7 and reg.get(B) is None
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "gone": 1}
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "unauthorized": 0, "gone": 1}
     reg.set_urls([A, B, C])               # B came back: no longer gone
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "unauthorized": 0, "gone": 0}
 
 
 def test_reports_about_unknown_workers_are_ignored():
@@ -59,3 +59,27 @@ def test_reports_about_unknown_workers_are_ignored():
     reg.record_sent(B, 3)
     reg.record_failure(B)
     assert reg.loads() == {A: 0}
+
+
+@pytest.mark.parametrize("key_accepted, key_required, fresh", [
+    (None, False, True),     # no key at the gateway: nothing to check
+    (None, True, False),     # a key, not yet checked: not chosen until the probe says yes
+    (True, True, True),
+    (False, True, False),    # refuses the gateway's key
+], ids=["no-key", "unchecked", "accepted", "refused"])
+def test_is_fresh_with_a_key(key_accepted, key_required, fresh):
+    worker = Worker(A, answered_at=10.0, key_accepted=key_accepted)
+    assert worker.is_fresh(10.1, stale_after_s=0.5, key_required=key_required) is fresh
+
+
+def test_a_worker_refusing_the_key_counts_as_unauthorized_until_it_accepts_it():
+    reg = WorkerRegistry(0.5, key_required=True)
+    reg.set_urls([A, B])
+    for url in (A, B):
+        reg.record_answer(url, 0, reg.poll_started(url), now=1.0)
+    assert reg.record_key(A, True) and reg.record_key(B, False)
+    assert not reg.record_key(B, False)  # no change: the caller logs only changes
+    assert [w.url for w in reg.fresh(1.1)] == [A]
+    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 0, "unauthorized": 1, "gone": 0}
+    assert reg.record_key(B, True)
+    assert reg.counts_by_state(1.1) == {"ready": 2, "stale": 0, "unauthorized": 0, "gone": 0}

@@ -313,6 +313,23 @@ def test_chunked_body_over_the_byte_limit_is_a_413():
         assert response.status_code == 413, response.text
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+def test_a_compressed_body_is_a_415_valid_or_not(encoding):
+    import gzip
+    body = json.dumps(token_body(1)).encode()
+    with serving(FakeRunner()) as (url, _):
+        for content in (gzip.compress(body), b"not compressed at all"):
+            response = httpx.post(f"{url}/v1/score", content=content,
+                                  headers={"content-type": "application/json",
+                                           "content-encoding": encoding})
+            assert response.status_code == 415, response.text
+            assert response.json()["code"] == 415 and encoding in response.json()["message"]
+        identity = httpx.post(f"{url}/v1/score", content=body,
+                              headers={"content-type": "application/json",
+                                       "content-encoding": "identity"})
+        assert identity.status_code == 200
+
+
 def test_a_sequence_over_the_token_budget_is_a_400_naming_the_limit():
     with serving(FakeRunner(), max_total_tokens=8, max_prefill_tokens=8) as (url, _):
         response = post(url, {"query": [1] * 6, "items": [[2], [3] * 3], "label_token_ids": [1]})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.config import ServerConfig, parse_args
+from server.config import API_KEY_ENV, ServerConfig, parse_args
 
 RESOLVE_CASES = {
     "cpu-default-budget": ({}, "cpu", 4096),
@@ -39,3 +39,19 @@ def test_the_drain_timeout_defaults_to_the_request_timeout():
 def test_the_header_timeout_has_a_few_seconds_default():
     assert parse_args([]).header_timeout_s == 5
     assert parse_args(["--header-timeout", "0.5"]).header_timeout_s == 0.5
+
+
+@pytest.mark.parametrize("argv, environ, key", [
+    ([], {}, None),
+    ([], {API_KEY_ENV: "from-env"}, "from-env"),
+    ([], {API_KEY_ENV: ""}, None),                              # empty: no key
+    (["--api-key", "from-flag"], {API_KEY_ENV: "from-env"}, "from-flag"),  # the flag wins
+], ids=["none", "env", "empty-env", "flag-wins"])
+def test_the_api_key_comes_from_the_env_var_unless_the_flag_gives_one(argv, environ, key):
+    assert API_KEY_ENV == "SCORINGFLEET_API_KEY"  # the name the operator renders from the Secret
+    assert parse_args(argv, environ).api_key == key
+
+
+def test_the_api_key_is_never_in_the_config_repr():
+    config = parse_args([], {API_KEY_ENV: "s3cret"})
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config.to_dict())

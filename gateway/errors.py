@@ -1,0 +1,90 @@
+"""The gateway's own answers: errors in the server's body, marked as the gateway's, and the one
+middleware that makes every answer (aiohttp's 404/405 included) such a body and counts it.
+
+A worker's answer passes through unchanged (its `param` is null); one the gateway made itself says
+`"param": "gateway"`, so a client can tell which tier refused it. Nothing here routes or polls.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+
+from gateway.proxy import Upstream
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+TIER = "gateway"  # the error body's `param` when the gateway, not a worker, answered
+# The server's error types where it has one (server/errors.py), OpenAI's names for the rest.
+ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
+               405: "BadRequestError", 413: "BadRequestError", 415: "BadRequestError",
+               500: "InternalServerError", 502: "BadGatewayError",
+               503: "ServiceUnavailableError", 504: "TimeoutError"}
+# The gateway's own surface: probes and scrapes are not client requests and are not counted.
+UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})
+ROUTES = "POST /v1/score; GET /health, /ready, /health_generate, /metrics"
+
+
+class Refusal(Exception):
+    """A request the gateway refuses at the door (status, message), before any worker sees it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def error_body(status: int, message: str, error_type: str | None = None) -> bytes:
+    """SGLang's error body, `param` naming the gateway."""
+    return json.dumps({"object": "error", "message": message,
+                       "type": error_type or ERROR_TYPES.get(status, "BadRequestError"),
+                       "param": TIER, "code": status}).encode()
+
+
+def error_reply(status: int, error_type: str | None, message: str,
+                retry_after_s: int | None = None) -> Upstream:
+    """An answer the gateway itself decided (error_type None: the usual one for `status`)."""
+    headers = {"content-type": JSON}
+    if retry_after_s is not None:
+        headers["retry-after"] = str(retry_after_s)
+    return Upstream(status, headers, error_body(status, message, error_type))
+
+
+def as_response(reply: Upstream) -> web.Response:
+    return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
+
+
+def is_counted(request: web.BaseRequest) -> bool:
+    """Client requests are counted; GETs of the probes and /metrics are not."""
+    return not (request.path in UNCOUNTED_PATHS and request.method in ("GET", "HEAD"))
+
+
+def error_middleware(count: Callable[[int], None]):
+    """aiohttp middleware: every error leaves as the gateway's JSON body (an HTTPException that
+    aiohttp raised, a Refusal, anything unexpected: 500, logged), and every counted answer goes
+    to count(status)."""
+    @web.middleware
+    async def middleware(request: web.Request, handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except Refusal as refusal:
+            response = as_response(error_reply(refusal.status, None, refusal.message))
+        except web.HTTPException as error:
+            if error.status < 400:
+                raise  # a redirect or the like: not an error
+            message = f"{error.reason}: {request.method} {request.path}"
+            if error.status in (404, 405):
+                message += f" (the gateway serves {ROUTES})"
+            response = as_response(error_reply(error.status, None, message))
+            for name in ("Allow", "Retry-After"):  # 405 says what is allowed
+                if name in error.headers:
+                    response.headers[name] = error.headers[name]
+        except Exception as error:  # noqa: BLE001 - the client gets a 500, the log the cause
+            log.exception("unexpected error on %s %s", request.method, request.path)
+            response = as_response(error_reply(500, None, f"{type(error).__name__}: {error}"))
+        if is_counted(request):
+            count(response.status)
+        return response
+    return middleware
