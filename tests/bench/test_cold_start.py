@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench.cold_start import cached_path, copy_paced, main, model_bytes, server_times
+from bench.cold_start import Wake, cached_path, copy_paced, format_table, main, model_bytes, server_times
 from tests.server.support import build_tiny_model
 
 
@@ -45,3 +45,12 @@ def test_a_run_wakes_a_cold_and_a_warm_pod_and_prints_the_figures(tmp_path, caps
         assert wake["answer_s"] > 0 and wake["model_mib"] > 0
         assert wake["load_s"] is not None and wake["ready_s"] is not None  # the server's own lines
     assert wakes[1]["download_s"] == 0 < wakes[0]["download_s"]
+
+
+def test_the_table_gives_each_wake_and_the_cold_over_warm_ratio_of_the_medians():
+    wakes = [Wake("cold", 1, 200, 40.0, 12.0, 1137.0, 18.0, 30.0),
+             Wake("warm", 1, 200, 20.0, 0.0, 1137.0, 17.0, 16.0)]
+    table = format_table(wakes)
+    assert "| cold | 1 | 200 | 40.00 | 12.00 | 18.0 | 30.0 | 42.0 | -2.0 |" in table
+    assert "| warm | 1 | 200 | 20.00 | 0.00 | 17.0 | 16.0 | 16.0 | 4.0 |" in table
+    assert table.endswith("cold 40.00 s, warm 20.00 s, cold / warm 2.00")
