@@ -8,12 +8,15 @@ Pure: no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from fleet_operator.quantity import parse_quantity
+
+_PERCENT = re.compile(r"^[0-9]+%$")
 
 
 class SpecError(ValueError):
@@ -130,6 +133,19 @@ class Fields:
         if amount <= 0:
             raise SpecError(f"{self.path}.{key} must be > 0, got {value!r}")
         return str(value)
+
+    def int_or_percent(self, key: str, max_percent: int | None = None) -> int | str:
+        """An IntOrString as a Deployment's maxSurge / maxUnavailable takes it: an integer >= 0 or
+        a percentage string ("25%"), returned as written."""
+        value, _ = self._get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and _PERCENT.match(value):
+            if max_percent is not None and int(value[:-1]) > max_percent:
+                raise SpecError(f"{self.path}.{key} must be at most {max_percent}%, got {value!r}")
+            return value
+        raise SpecError(f"{self.path}.{key} must be an integer >= 0 or a percentage such as "
+                        f"'25%', got {value!r}")
 
     def objects(self, key: str) -> tuple[Mapping[str, Any], ...]:
         return list_of_objects(self.value.get(key), f"{self.path}.{key}")

@@ -19,7 +19,7 @@ from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
 from fleet_operator.sources import SecretKeyRef, VolumeSource, parse_secret_ref, parse_volume_source
 
 __all__ = ["AuthSpec", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
-           "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
+           "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
@@ -60,6 +60,7 @@ class GatewaySpec:
     enabled: bool = crd.default("gateway", "enabled")
     replicas: int = crd.default("gateway", "replicas")
     port: int = crd.default("gateway", "port")
+    queue_timeout_s: int = crd.default("gateway", "queueTimeoutSeconds")
     cpu: str = crd.default("gateway", "resources", "cpu")
     memory: str = crd.default("gateway", "resources", "memory")
 
@@ -69,6 +70,14 @@ class AuthSpec:
     """spec.auth: the API key the scoring pods and the gateway require (None: no key)."""
 
     api_key: SecretKeyRef | None = None
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """spec.rollout: the Deployment's RollingUpdate, each an integer or a percentage ("25%")."""
+
+    max_surge: int | str = crd.default("rollout", "maxSurge")
+    max_unavailable: int | str = crd.default("rollout", "maxUnavailable")
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class FleetSpec:
     gateway: GatewaySpec = GatewaySpec()
     auth: AuthSpec = AuthSpec()
     network_policy: NetworkPolicySpec = NetworkPolicySpec()
+    rollout: RolloutSpec = RolloutSpec()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
@@ -124,6 +134,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         auth=AuthSpec(api_key=parse_secret_ref(top.child("auth").value.get("apiKeySecretRef"),
                                                 "spec.auth.apiKeySecretRef")),
         network_policy=parse_network_policy(top.value.get("networkPolicy"), operator_namespace),
+        rollout=_parse_rollout(top.child("rollout")),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
         affinity=as_object(top.value.get("affinity"), "spec.affinity"),
@@ -182,7 +193,8 @@ def _parse_server(srv: Fields) -> ServerSpec:
 
 def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str) -> GatewaySpec:
     gateway = GatewaySpec(enabled=gw.boolean("enabled"), replicas=gw.integer("replicas"),
-                          port=gw.integer("port"), cpu=gw.child("resources").quantity("cpu"),
+                          port=gw.integer("port"), queue_timeout_s=gw.integer("queueTimeoutSeconds"),
+                          cpu=gw.child("resources").quantity("cpu"),
                           memory=gw.child("resources").quantity("memory"))
     child = names.gateway_name(name)
     if gateway.enabled and len(child) > MAX_NAME_LEN:
@@ -195,6 +207,21 @@ def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str) -> Gatew
         raise SpecError("spec.autoscaling.minReplicas 0 needs spec.gateway.enabled and "
                         "autoscaling.mode native (requests waiting at the gateway wake the fleet)")
     return gateway
+
+
+def _parse_rollout(rollout: Fields) -> RolloutSpec:
+    spec = RolloutSpec(max_surge=rollout.int_or_percent("maxSurge"),
+                       max_unavailable=rollout.int_or_percent("maxUnavailable", max_percent=100))
+    # the CRD's CEL rule, repeated: with both 0 a Deployment can neither add a pod nor remove one
+    # (the API server refuses it), so the fleet's rollout would never start.
+    if _is_zero(spec.max_surge) and _is_zero(spec.max_unavailable):
+        raise SpecError("spec.rollout.maxSurge and spec.rollout.maxUnavailable cannot both be 0: "
+                        "the rollout could never replace a pod (maxSurge 0 needs maxUnavailable >= 1)")
+    return spec
+
+
+def _is_zero(value: int | str) -> bool:
+    return int(str(value).rstrip("%")) == 0
 
 
 def _parse_env(raw: Any) -> tuple[Mapping[str, Any], ...]:

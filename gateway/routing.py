@@ -64,7 +64,7 @@ class Router:
         try:
             worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
         except WaitingRoomFull as error:
-            return error_reply(503, "ServiceUnavailableError", str(error), 1)
+            return error_reply(503, "ServiceUnavailableError", str(error), error.retry_after_s)
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()

@@ -1,27 +1,48 @@
 """WaitingRoom: requests that found no fresh worker wait here, bounded in number and time.
 
-Owns the count of waiting requests (exported as scoringfleet_gateway_waiting_requests, the demand
-signal that wakes a fleet from zero). Anything that may make a worker choosable calls notify().
+Owns the waiting requests' deadlines, hence their count (exported as
+scoringfleet_gateway_waiting_requests, the demand signal that wakes a fleet from zero) and when the
+next place frees (a full room's Retry-After). Anything that may make a worker choosable calls notify().
 """
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
 class WaitingRoomFull(Exception):
-    """More than max_waiting requests would be waiting."""
+    """More than max_waiting requests would be waiting. retry_after_s: when a place is sure to be
+    free, for the 503's Retry-After."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def seconds_until_a_place(deadlines: Collection[float], now: float) -> int:
+    """Whole seconds (at least 1) until the first waiter's deadline: a place is free by then at
+    the latest, sooner if a worker turns ready. With a long queue timeout (a wake from zero on a
+    GPU takes minutes) that can be minutes, and a client told "1" would only be refused again."""
+    if not deadlines:
+        return 1
+    return max(1, math.ceil(min(deadlines) - now))
 
 
 class WaitingRoom:
     def __init__(self, max_waiting: int) -> None:
         self.max_waiting = max_waiting
-        self.num_waiting = 0
+        self._deadlines: Counter[float] = Counter()  # one per waiting request (monotonic seconds)
         self._changed = asyncio.Event()
+
+    @property
+    def num_waiting(self) -> int:
+        return self._deadlines.total()
 
     def notify(self) -> None:
         """Wake every waiter to try again (a worker answered, joined or left)."""
@@ -35,10 +56,12 @@ class WaitingRoom:
         chosen = choose()
         if chosen is not None:
             return chosen
+        now = time.monotonic()
         if self.num_waiting >= self.max_waiting:
-            raise WaitingRoomFull(f"{self.num_waiting} requests already wait for a worker")
-        deadline = time.monotonic() + timeout_s
-        self.num_waiting += 1
+            raise WaitingRoomFull(f"{self.num_waiting} requests already wait for a worker",
+                                  seconds_until_a_place(list(self._deadlines), now))
+        deadline = now + timeout_s
+        self._deadlines[deadline] += 1
         try:
             while (remaining := deadline - time.monotonic()) > 0:
                 changed = self._changed
@@ -52,4 +75,6 @@ class WaitingRoom:
                     return chosen
             return None
         finally:
-            self.num_waiting -= 1
+            self._deadlines[deadline] -= 1
+            if not self._deadlines[deadline]:
+                del self._deadlines[deadline]

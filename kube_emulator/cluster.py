@@ -8,10 +8,11 @@ versions into kmock's ResourcesArray (the discovery catalogue) it is given. Even
 """
 import asyncio
 import datetime
+import secrets
 from collections.abc import Callable
 from typing import Any
 
-from kube_emulator import controllers, discovery, objects, pods
+from kube_emulator import controllers, discovery, objects, pods, rollout
 from kube_emulator.kmock_seam import ResourceInfo, ResourcesArray, resource
 from kube_emulator.kubelet import Kubelet, PodKey
 from kube_emulator.objects import ApiError, ScalePaths
@@ -42,6 +43,9 @@ class Cluster:
         self.kubelet = Kubelet()
         self._custom: dict[tuple[str, str, str], discovery.CrdVersion] = {}
         self._closing = False
+        # Set (KubeApi.run_pods): Deployments create their pods and roll them on a template change,
+        # and each new Pod is handed to this (on the event loop: it must not block).
+        self.pod_starter: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def closing(self) -> bool:
@@ -157,6 +161,8 @@ class Cluster:
                     self.delete(other, item)
         if not orphan:
             self._soon(self._collect_garbage)
+        if key == PODS and self.pod_starter is not None:
+            self._soon(self._roll_namespace, final['metadata'].get('namespace') or 'default')
         return final
 
     def _validate(self, key: GroupPlural, obj: dict[str, Any]) -> None:
@@ -176,6 +182,8 @@ class Cluster:
             self._soon(self._reconcile_deployment, obj['metadata']['namespace'], obj['metadata']['name'])
             if old is not None and controllers.replicas(obj) < controllers.replicas(old):
                 self._soon(self._scale_down, obj['metadata']['namespace'], obj['metadata']['name'])
+        if key == PODS and self.pod_starter is not None:
+            self._soon(self._roll_namespace, obj['metadata'].get('namespace') or 'default')
 
     def _soon(self, callback: Callable[..., None], *args: Any) -> None:
         # Controllers act after the write's response, as real ones do; none run once closing.
@@ -221,8 +229,37 @@ class Cluster:
         if deployment is None or deployment['metadata'].get('deletionTimestamp'):
             return
         status = controllers.deployment_status(deployment, objects.now_rfc3339(self.clock()))
+        if self.pod_starter is not None:
+            selected = self._selected_pods(deployment)
+            self._roll(deployment, selected)
+            status.update(rollout.deployment_status(deployment, self._selected_pods(deployment)))
         if deployment.get('status') != status:
             self.update(DEPLOYMENTS, deployment, dict(deployment, status=status))
+
+    def _roll_namespace(self, namespace: str) -> None:
+        """A pod changed (created, ready or not, terminating, gone): every Deployment of its
+        namespace takes its next rolling-update step and reports its pods."""
+        for deployment in self.store.objects(DEPLOYMENTS, namespace):
+            self._reconcile_deployment(namespace, deployment['metadata']['name'])
+
+    def _roll(self, deployment: dict[str, Any], selected: list[dict[str, Any]]) -> None:
+        """The ReplicaSets' part, with pods on: create the new template's pods, delete old ones
+        (rollout.step), and hand each new pod to the pod starter."""
+        step = rollout.step(deployment, selected)
+        for pod in step.delete:
+            self.delete(PODS, pod)
+        for _ in range(step.create):
+            created = self.create(PODS, deployment['metadata']['namespace'],
+                                  rollout.pod_for(deployment, secrets.token_hex(3)))
+            if self.pod_starter is not None:
+                self.pod_starter(created)
+
+    def _selected_pods(self, deployment: dict[str, Any]) -> list[dict[str, Any]]:
+        selector = (deployment.get('spec') or {}).get('selector')
+        if not selector:
+            return []
+        selects = parse_label_selector(format_match_labels(selector))
+        return [pod for pod in self.store.objects(PODS, deployment['metadata']['namespace']) if selects(pod)]
 
     def _scale_down(self, namespace: str, name: str) -> None:
         """The ReplicaSet controller on a scale-down: delete the surplus of the Deployment's

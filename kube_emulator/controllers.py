@@ -1,10 +1,11 @@
 """Pure decisions of the fake controllers: the Deployment controller's status and the garbage collector.
 
 The Deployment controller pretends every replica is created, updated, ready and available at once, so
-`kubectl rollout status` and `helm --wait` pass; it never creates Pods (tests play the kubelet); on a
+`kubectl rollout status` and `helm --wait` pass; it creates no Pods unless pods are on (tests play the kubelet); on a
 scale-down the Cluster deletes the surplus pods (pods.pods_to_delete picks them). The
 garbage collector picks dependents all of whose owners are gone. The emulator runs both soon after a
 write, as real controllers would (a watch sees the user's write first, then the controller's).
+With pods on (KubeApi.run_pods), the rolling update and the counts from real pods are rollout.py's.
 """
 from typing import Any
 

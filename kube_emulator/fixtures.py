@@ -209,6 +209,38 @@ class KubeApi:
         readiness = {key: status[key] for key in ('conditions', 'containerStatuses')}
         return self._patch_pod_status(namespace, name, readiness)
 
+    def run_pods(self, starter: Callable[[dict[str, Any]], None]) -> None:
+        """From now on Deployments create their pods and roll them on a template change (maxSurge,
+        maxUnavailable, readiness: rollout.py). Each new pod (Pending, no IP) is passed to
+        `starter(pod)` on a thread of its own, which plays the kubelet's start: run the pod's
+        server, then `start_pod(...)`. Call it before the Deployments are written."""
+        def start_in_thread(pod: dict[str, Any]) -> None:
+            threading.Thread(target=starter, args=(pod,), name=f"start-{pod['metadata']['name']}",
+                             daemon=True).start()
+        self.emulator.cluster.pod_starter = start_in_thread
+
+    def start_pod(self, namespace: str, name: str, pod_ip: str, process: Process | None = None,
+                  ready: bool = True) -> dict[str, Any]:
+        """A pending pod started (the kubelet's part): Running on pod_ip, ready or not, and bound
+        to `process` (graceful termination, as bind_process)."""
+        code, pod = self.request('GET', f'/api/v1/namespaces/{namespace}/pods/{name}')
+        if code != 200:
+            raise AssertionError(f'no pod {namespace}/{name} to start ({code}): {pod}')
+        if process is not None:
+            self.bind_process(namespace, name, process)
+        now = objects.now_rfc3339(self.emulator.clock())
+        containers = (pod.get('spec') or {}).get('containers') or []
+        status = {
+            'phase': 'Running', 'podIP': pod_ip, 'podIPs': [{'ip': pod_ip}], 'hostIP': '127.0.0.1',
+            'startTime': now,
+            'conditions': [{'type': kind, 'status': 'True', 'lastTransitionTime': now}
+                           for kind in ('PodScheduled', 'Initialized')],
+            'containerStatuses': [{'name': c.get('name'), 'ready': ready, 'restartCount': 0,
+                                   'image': c.get('image', ''), 'imageID': '', 'started': True,
+                                   'state': {'running': {'startedAt': now}}} for c in containers],
+        }
+        return self._patch_pod_status(namespace, name, pods.with_readiness({'status': status}, ready, now)['status'])
+
     def _patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         code, patched = self.request('PATCH', f'/api/v1/namespaces/{namespace}/pods/{name}/status',
                                      {'status': status}, content_type='application/merge-patch+json')

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 
 import torch
 
@@ -54,17 +55,36 @@ def serve(config: ServerConfig, engine: Engine) -> int:
     return 0
 
 
+def seconds_since_start() -> float | None:
+    """How long this process has run, interpreter start and imports included (torch alone takes
+    seconds), from Linux's /proc; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            # field 22, after the command name in parentheses (which may hold spaces)
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return float(uptime.read().split()[0]) - started_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = parse_args(argv)
     try:
         config = resolve_config(config)
+        # NOTE: loading is the slow part of a start (a hub download, reading the weights): say it
+        # began, and how long it took, so a pod that is not ready yet shows why in its log.
+        log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
+        load_started = time.monotonic()
         engine = build_engine(config)
     except ModelLoadError as error:
         log.error("%s", error)
         return 2
-    log.info("model %s ready on %s (%s, %d threads); serving on %s:%d", config.model_name,
-             config.device, config.dtype, torch.get_num_threads(), config.host, config.port)
+    log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
+             time.monotonic() - load_started, torch.get_num_threads())
+    age = seconds_since_start()
+    log.info("ready %s; serving on %s:%d", "" if age is None else f"in {age:.1f} s after start",
+             config.host, config.port)
     return serve(config, engine)
 
 

@@ -73,10 +73,11 @@ def build_deployment(fleet: FleetSpec) -> dict[str, Any]:
         "spec": {
             "replicas": fleet.replicas,
             "selector": {"matchLabels": selector_labels(fleet.name)},
-            # One extra pod at a time and never below the current size: a rollout keeps the fleet's
-            # capacity (it needs room for one more GPU pod, not for a whole new ReplicaSet).
+            # spec.rollout; by default one extra pod at a time and never below the current size: a
+            # rollout keeps the fleet's capacity (room for one more GPU pod, not a whole ReplicaSet).
             "strategy": {"type": "RollingUpdate",
-                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                         "rollingUpdate": {"maxSurge": fleet.rollout.max_surge,
+                                           "maxUnavailable": fleet.rollout.max_unavailable}},
             "template": {
                 "metadata": {"labels": labels, "annotations": _scrape_annotations(fleet)},
                 "spec": _pod_spec(fleet),

@@ -19,9 +19,11 @@ CONTAINER_NAME = "gateway"
 
 
 def gateway_args(fleet: FleetSpec) -> list[str]:
-    """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port."""
+    """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port, hold a request
+    up to spec.gateway.queueTimeoutSeconds while no pod is ready."""
     return ["--fleet", fleet.name, "--namespace", fleet.namespace,
-            "--host", "0.0.0.0", "--port", str(fleet.gateway.port)]
+            "--host", "0.0.0.0", "--port", str(fleet.gateway.port),
+            "--queue-timeout", str(fleet.gateway.queue_timeout_s)]
 
 
 def gateway_address(fleet: FleetSpec) -> str:

@@ -7,6 +7,7 @@ the gateway in native mode) are checked by hand.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 # The messages of spec.autoscaling's CEL rules, in the CRD's order (test_crd ties them to the CRD).
 CEL_MESSAGES = ("autoscaling.minReplicas must be <= autoscaling.maxReplicas",
                 "keda mode needs autoscaling.minReplicas >= 1 (a fleet at 0 pods has no load series to wake it)")
+ROLLOUT_CEL_MESSAGE = ("rollout.maxSurge and rollout.maxUnavailable cannot both be 0 (the rollout could "
+                       "never replace a pod)")
+_PERCENT = re.compile(r"^[0-9]+%$")
+_PERCENT_TO_100 = re.compile(r"^([0-9]|[1-9][0-9]|100)%$")
 
 
 def load_crd() -> dict[str, Any]:
@@ -67,4 +72,22 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     gateway = (obj.get("spec") or {}).get("gateway") or {}
     if low == 0 and not (gateway.get("enabled") is True and autoscaling.get("mode", "native") == "native"):
         errors.append("spec: autoscaling.minReplicas 0 needs gateway.enabled and autoscaling.mode native")
+    return errors + _rollout_errors((obj.get("spec") or {}).get("rollout") or {})
+
+
+def _rollout_errors(rollout: dict[str, Any]) -> list[str]:
+    """spec.rollout's three CEL rules: each field an integer >= 0 or a percentage (maxUnavailable's
+    at most 100%), and not both 0."""
+    errors = []
+    for key, percent in (("maxSurge", _PERCENT), ("maxUnavailable", _PERCENT_TO_100)):
+        value = rollout.get(key)
+        if value is not None and not (value >= 0 if isinstance(value, int) else
+                                      isinstance(value, str) and percent.match(value)):
+            errors.append(f"spec.rollout.{key}: must be an integer >= 0 or a percentage")
+
+    def zero(value: Any) -> bool:
+        return value == 0 or isinstance(value, str) and re.match(r"^0+%$", value) is not None
+
+    if "maxSurge" in rollout and zero(rollout["maxSurge"]) and zero(rollout.get("maxUnavailable", 0)):
+        errors.append(f"spec.rollout: {ROLLOUT_CEL_MESSAGE}")
     return errors

@@ -6,6 +6,7 @@ import kubernetes_validate
 import pytest
 
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
+from fleet_operator.builders.deployment import build_deployment
 from fleet_operator.builders.gateway import (
     build_gateway_deployment,
     build_gateway_service,
@@ -16,7 +17,7 @@ from fleet_operator.builders.gateway_rbac import (
     build_gateway_role_binding,
     build_gateway_service_account,
 )
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec import SpecError, parse_fleet
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 
 FLEET_LABEL = "scoring.fleet.dev/fleet"
@@ -74,11 +75,27 @@ def test_the_gateway_pods_are_not_the_fleets_pods():
         assert selects(selector, gateway_pod_labels) and not selects(selector, scoring_pod_labels)
 
 
+@pytest.mark.parametrize("gateway,expected", [({}, "300"), ({"queueTimeoutSeconds": 600}, "600")],
+                         ids=["default", "set"])
+def test_the_gateway_holds_requests_for_the_fleets_queue_timeout(gateway, expected):
+    # the default covers a wake from zero on a GPU (a pod scheduled, the image pulled, the model
+    # loaded), which the gateway's own 30 s default does not
+    args = pod_template(fleet(gateway))["spec"]["containers"][0]["args"]
+    assert args[args.index("--queue-timeout") + 1] == expected
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, "300"])
+def test_a_queue_timeout_that_is_not_a_positive_integer_is_a_spec_error(value):
+    with pytest.raises(SpecError, match=r"spec\.gateway\.queueTimeoutSeconds"):
+        fleet({"queueTimeoutSeconds": value})
+
+
 def test_the_gateway_container_discovers_this_fleet_and_listens_on_its_port():
     [c] = pod_template(fleet({"port": 8080}))["spec"]["containers"]
     assert c["command"] == ["python", "-m", "gateway"]
     assert c["args"] == gateway_args(fleet({"port": 8080})) == [
-        "--fleet", "qwen", "--namespace", "team-a", "--host", "0.0.0.0", "--port", "8080"]
+        "--fleet", "qwen", "--namespace", "team-a", "--host", "0.0.0.0", "--port", "8080",
+        "--queue-timeout", "300"]
     assert c["image"] == IMAGE and c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     # readiness on /health: at zero pods the gateway must still take requests, to hold them
     assert c["readinessProbe"]["httpGet"] == c["livenessProbe"]["httpGet"] == {"path": "/health",
@@ -101,7 +118,7 @@ def test_the_gateway_pods_are_scraped_and_run_as_its_service_account():
 def test_the_gateway_pods_run_under_the_servers_security_contexts():
     f = fleet()
     gateway_pod = pod_template(f)["spec"]
-    server_pod = build_children(f)[0]["spec"]["template"]["spec"]
+    server_pod = build_deployment(f)["spec"]["template"]["spec"]
     assert gateway_pod["securityContext"] == server_pod["securityContext"]
     assert gateway_pod["containers"][0]["securityContext"] == server_pod["containers"][0]["securityContext"]
     assert gateway_pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True

@@ -7,6 +7,7 @@ happened; each test checks one part of it), so the module pays for one interpret
 """
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,17 @@ def test_starts_on_a_tiny_model_folder_and_scores(drain_story):
     assert drain_story.ready_before == 200
     assert drain_story.first_score.status_code == 200, drain_story.log
     assert len(drain_story.first_score.json()["scores"]) == 2
+
+
+def test_the_log_says_the_load_began_how_long_it_took_and_when_the_server_was_ready(drain_story):
+    log = drain_story.log
+    assert "loading model " in log and "(cpu, float32)" in log
+    loaded = re.search(r"model \S+ loaded in (\d+\.\d) s", log)
+    ready = re.search(r"ready in (\d+\.\d) s after start; serving on 127\.0\.0\.1:\d+", log)
+    assert loaded and ready, log[:3000]
+    # the process's age includes the interpreter start and the imports before the load
+    assert 0 < float(loaded[1]) <= float(ready[1]) < 120
+    assert log.index("loading model") < log.index("loaded in") < log.index("ready in")
 
 
 def test_sigterm_lets_admitted_requests_finish(drain_story):
