@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 
 import aiohttp
 from aiohttp import web
@@ -19,6 +20,7 @@ from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.poller import Poller
 from gateway.routing import Router, error_reply
+from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 
@@ -30,12 +32,13 @@ def create_app(config: GatewayConfig) -> web.Application:
     app.cleanup_ctx.append(lambda app: _lifetime(app, config))
 
     async def score(request: web.Request) -> web.Response:
+        started_s = time.monotonic()
         if not _authorized(config, request):
             reply = error_reply(401, "AuthenticationError",
                                 "missing or wrong API key: send 'Authorization: Bearer <key>'")
         else:
             reply = await request.app[ROUTER].route(await request.read(), request.headers)
-        request.app[ROUTER].metrics.requests.labels(code=str(reply.status)).inc()
+        request.app[ROUTER].metrics.observe_answer(reply.status, time.monotonic() - started_s)
         return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
     async def health(_: web.Request) -> web.Response:
@@ -68,7 +71,7 @@ def _authorized(config: GatewayConfig, request: web.Request) -> bool:
 async def _lifetime(app: web.Application, config: GatewayConfig):
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
-    registry = WorkerRegistry(config.stale_after_s)
+    registry = WorkerRegistry(config.stale_after_s, on_change=TransitionLog().observe)
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s, waiting.notify)
     app[ROUTER] = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session)

@@ -29,6 +29,7 @@ class GatewayConfig:
     max_waiting_requests: int = 1024
     request_timeout_s: float = 120.0
     api_key: str | None = None
+    access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -78,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-waiting-requests", type=int, default=1024, help="beyond this, 503 at once")
     add("--request-timeout", type=float, default=120.0, help="seconds for one upstream attempt")
     add("--api-key", default=None, help="required as 'Authorization: Bearer <key>'; passed on")
-    add("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    add("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="info: workers' transitions and an access-log line per score request")
+    add("--access-log-all", action="store_true",
+        help="an access-log line for every request, also probes and /metrics scrapes")
     return parser
 
 
@@ -92,7 +96,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[GatewayConfig, str]:
             namespace=args.namespace, host=args.host, port=args.port, policy=args.policy,
             load_interval_s=args.load_interval, queue_timeout_s=args.queue_timeout,
             max_waiting_requests=args.max_waiting_requests,
-            request_timeout_s=args.request_timeout, api_key=args.api_key)
+            request_timeout_s=args.request_timeout, api_key=args.api_key,
+            access_log_all=args.access_log_all)
     except ValueError as error:
         parser.error(str(error))
     return config, args.log_level

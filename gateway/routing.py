@@ -128,16 +128,19 @@ class Router:
         self.registry.record_sent(worker.url, num_sequences)
         self.metrics.routed.labels(worker=worker.url).inc()
         try:
-            return await forward(self.session, worker.url, body, headers,
-                                 self.config.request_timeout_s)
+            answer = await forward(self.session, worker.url, body, headers,
+                                   self.config.request_timeout_s)
         except Unreachable as error:
-            self.registry.record_failure(worker.url)
+            self.registry.record_failure(worker.url, f"/v1/score unreachable: {error}")
             return error
         except BrokenAnswer as error:
             return error_reply(502, "BadGatewayError", str(error))
         except TimeoutError:
             return error_reply(504, "TimeoutError",
                                f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+        if answer.draining:
+            self.registry.record_draining(worker.url)
+        return answer
 
     def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
         return error_reply(503, "ServiceUnavailableError",
