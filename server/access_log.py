@@ -3,7 +3,7 @@
 Probes (/health, /health_generate, /ready), the gateway's /get_load polls and Prometheus' /metrics
 scrapes come many times a second per worker (~15 lines/s per gateway, 8,525 lines in 10 minutes)
 and buried the lines that matter, so by default they write none; `--access-log-all` keeps every
-line. Owns only that choice: uvicorn's own logging config, with a filter on its access logger.
+line. Owns only that choice: uvicorn's own logging config, with a filter on its access handler.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def uvicorn_log_config(access_log_all: bool) -> dict:
     """uvicorn's default logging config, plus the filter unless every line is wanted."""
     config = copy.deepcopy(LOGGING_CONFIG)
     if not access_log_all:
+        # NOTE: on the access handler, not the logger: dictConfig replaces a logger's handlers
+        # but keeps its filters, so a second server in one process could not log them again.
         config.setdefault("filters", {})["quiet_paths"] = {"()": QuietPathsFilter}
-        config["loggers"]["uvicorn.access"]["filters"] = ["quiet_paths"]
+        config["handlers"]["access"]["filters"] = ["quiet_paths"]
     return config
