@@ -152,3 +152,11 @@ def test_every_metric_the_dashboard_reads_is_exported_or_recorded(dashboard, exp
 def test_a_name_nobody_exports_is_caught(exported_names):
     assert metric_names("rate(sglang:no_such_metric_total[1m])") - exported_names == \
         {"sglang:no_such_metric_total"}
+
+
+def test_the_layout_renders_as_a_png(tmp_path):
+    from tools import render_dashboard
+
+    out = tmp_path / "dashboard.png"
+    assert render_dashboard.main([str(FILES[0]), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
