@@ -63,24 +63,34 @@ def test_access_log_all_brings_the_polls_lines_back(tmp_path):
 
 def test_each_worker_transition_is_logged_once_with_its_reason(tmp_path):
     worker, url = start_worker(log_path=tmp_path / "worker.log")
+    log = tmp_path / "gateway.log"
+
+    def logged_since(count: int, state: str):
+        return [e for e in transitions(log, url)[count:] if e.startswith(state)]
+
     try:
         wait_http(f"{url}/health_generate", timeout_s=60, process=worker)
-        log = tmp_path / "gateway.log"
         with gateway_process("--worker-urls", url, log_path=log) as gateway:
             wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+            before_freeze = len(transitions(log, url))
             os.kill(worker.pid, signal.SIGSTOP)  # frozen: its polls time out
-            wait_until(lambda: len(transitions(log, url)) >= 3, timeout_s=10)
+            frozen = wait_until(lambda: logged_since(before_freeze, "stale"), timeout_s=10)
             os.kill(worker.pid, signal.SIGCONT)
-            wait_until(lambda: len(transitions(log, url)) >= 4, timeout_s=10)
+            wait_until(lambda: transitions(log, url)[-1].startswith("ready"), timeout_s=10)
+            before_kill = len(transitions(log, url))
             worker.kill()  # gone: its polls are refused
             worker.wait(timeout=10)
-            wait_until(lambda: len(transitions(log, url)) >= 5, timeout_s=10)
+            killed = wait_until(lambda: logged_since(before_kill, "stale"), timeout_s=10)
             time.sleep(0.5)  # ~10 more failed polls: none may log again
             logged = transitions(log, url)
     finally:
         stop(worker)
-    states = [entry.split(" ")[0] for entry in logged]
-    assert states == ["joined", "ready", "stale", "ready", "stale"], logged
-    assert logged[2] == "stale (/get_load failed: TimeoutError)", logged
-    assert logged[4].startswith("stale (/get_load failed: ClientConnectorError"), logged
+    assert logged[:2] == ["joined (waiting for its first /get_load answer)",
+                          "ready (/get_load answered)"], logged
+    assert frozen[0] == "stale (/get_load failed: TimeoutError)", logged
+    assert killed == logged[before_kill:], logged  # one line, and nothing after it
+    # Refused (ClientConnectorError), or reset if the kill came mid-poll (ClientOSError).
+    assert re.match(r"stale \(/get_load failed: Client(Connector|OS)Error: .+\)$", killed[0]), logged
+    # Once per change: never the same state twice in a row, never an empty reason.
+    assert all(a.split()[0] != b.split()[0] for a, b in zip(logged, logged[1:])), logged
     assert "()" not in " ".join(logged)
