@@ -5,6 +5,7 @@ import asyncio
 import logging
 import sys
 
+from gateway.access_log import access_logger_class
 from gateway.app import count_answer, create_app
 from gateway.config import parse_args
 from gateway.connections import serve
@@ -14,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     config, log_level = parse_args(argv)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(serve(create_app(config), config.host, config.port, config.header_timeout_s,
-                      config.max_connections, lambda app: count_answer(app, 503)))
+                      config.max_connections, lambda app: count_answer(app, 503),
+                      access_logger_class(config.access_log_all)))
     return 0
 
 

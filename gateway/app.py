@@ -32,6 +32,7 @@ from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.poller import Poller
 from gateway.routing import Router
+from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 
@@ -39,7 +40,7 @@ ROUTER = web.AppKey("router", Router)
 
 
 def create_app(config: GatewayConfig) -> web.Application:
-    app = web.Application(middlewares=[error_middleware(lambda status: count_answer(app, status))])
+    app = web.Application(middlewares=[error_middleware(lambda status, s: count_answer(app, status, s))])
     app.cleanup_ctx.append(lambda app: _lifetime(app, config))
 
     async def score(request: web.Request) -> web.Response:
@@ -72,10 +73,11 @@ def create_app(config: GatewayConfig) -> web.Application:
     return app
 
 
-def count_answer(app: web.Application, status: int) -> None:
-    """One answer to a client, by status (also those made before the router exists)."""
+def count_answer(app: web.Application, status: int, duration_s: float = 0.0) -> None:
+    """One answer to a client, by status, after `duration_s` (also those made before the router
+    exists; a connection refused at the cap has no request and takes 0)."""
     if ROUTER in app:
-        app[ROUTER].metrics.requests.labels(code=str(status)).inc()
+        app[ROUTER].metrics.observe_answer(status, duration_s)
 
 
 def unready_reason(registry: WorkerRegistry) -> str:
@@ -92,7 +94,8 @@ def unready_reason(registry: WorkerRegistry) -> str:
 async def _lifetime(app: web.Application, config: GatewayConfig):
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
-    registry = WorkerRegistry(config.stale_after_s, key_required=config.api_key is not None)
+    registry = WorkerRegistry(config.stale_after_s, key_required=config.api_key is not None,
+                              on_change=TransitionLog().observe)
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
                     waiting.notify, config.api_key)

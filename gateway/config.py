@@ -38,6 +38,7 @@ class GatewayConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -103,7 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
              "or its last answer (also the idle keep-alive time); then it is closed")
     add("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
         help="open client connections; a new one beyond this gets 503 and is closed")
-    add("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    add("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="info: workers' transitions and an access-log line per score request")
+    add("--access-log-all", action="store_true",
+        help="an access-log line for every request, also probes and /metrics scrapes")
     return parser
 
 
@@ -123,7 +127,7 @@ def parse_args(argv: Sequence[str] | None = None,
             request_timeout_s=args.request_timeout,
             api_key=args.api_key if args.api_key is not None else environ.get(API_KEY_ENV) or None,
             max_request_bytes=args.max_request_bytes, header_timeout_s=args.header_timeout,
-            max_connections=args.max_connections)
+            max_connections=args.max_connections, access_log_all=args.access_log_all)
     except ValueError as error:
         parser.error(str(error))
     return config, args.log_level

@@ -16,6 +16,7 @@ import signal
 from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from gateway.errors import error_body
 
@@ -70,14 +71,17 @@ def gated_factory(server: web.Server, max_connections: int,
 
 
 async def serve(app: web.Application, host: str, port: int, header_timeout_s: float,
-                max_connections: int, on_refused: Callable[[web.Application], None]) -> None:
+                max_connections: int, on_refused: Callable[[web.Application], None],
+                access_log_class: type[AbstractAccessLogger]) -> None:
     """Serve `app` until SIGTERM or SIGINT, then stop listening, let requests in flight finish
-    (at most SHUTDOWN_TIMEOUT_S) and run the app's cleanup."""
+    (at most SHUTDOWN_TIMEOUT_S) and run the app's cleanup. Access lines go to `aiohttp.access`
+    through `access_log_class` (access_log.py's choice of which requests write one)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=header_timeout_s,
+    runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"),
+                           access_log_class=access_log_class, keepalive_timeout=header_timeout_s,
                            shutdown_timeout=SHUTDOWN_TIMEOUT_S, auto_decompress=False)
     await runner.setup()  # runs the app's startup: the router exists from here on
     factory = gated_factory(runner.server, max_connections, lambda: on_refused(app))

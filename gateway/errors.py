@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 
 from aiohttp import web
@@ -61,12 +62,13 @@ def is_counted(request: web.BaseRequest) -> bool:
     return not (request.path in UNCOUNTED_PATHS and request.method in ("GET", "HEAD"))
 
 
-def error_middleware(count: Callable[[int], None]):
+def error_middleware(count: Callable[[int, float], None]):
     """aiohttp middleware: every error leaves as the gateway's JSON body (an HTTPException that
     aiohttp raised, a Refusal, anything unexpected: 500, logged), and every counted answer goes
-    to count(status)."""
+    to count(status, seconds since the request's head arrived)."""
     @web.middleware
     async def middleware(request: web.Request, handler) -> web.StreamResponse:
+        started_s = time.monotonic()
         try:
             response = await handler(request)
         except Refusal as refusal:
@@ -85,6 +87,6 @@ def error_middleware(count: Callable[[int], None]):
             log.exception("unexpected error on %s %s", request.method, request.path)
             response = as_response(error_reply(500, None, f"{type(error).__name__}: {error}"))
         if is_counted(request):
-            count(response.status)
+            count(response.status, time.monotonic() - started_s)
         return response
     return middleware

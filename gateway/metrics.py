@@ -1,14 +1,16 @@
 """GatewayMetrics: the gateway's /metrics on its own prometheus_client registry.
 
 Counters are counted where the event happens (requests by code, routed by worker, retries by
-reason); gauges are read from their owners (waiting room, worker registry) at scrape time.
+reason), and so is the request-duration histogram (by code: what a client waited, its wait for a
+worker and any retry included); gauges are read from their owners (waiting room, worker registry)
+at scrape time.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from gateway.waiting import WaitingRoom
@@ -16,6 +18,9 @@ from gateway.workers import WorkerRegistry
 
 PREFIX = "scoringfleet_gateway"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The server's sglang:e2e_request_latency_seconds buckets, with the gateway's own finer low end
+# (an answer it makes itself, a 401 or a full waiting room, takes well under 50 ms).
+DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 60, 120, 300)
 
 
 class _LiveGauges:
@@ -49,9 +54,19 @@ class GatewayMetrics:
                                 ["code"], registry=self.registry)
         self.routed = Counter(f"{PREFIX}_routed", "Upstream attempts, by worker", ["worker"],
                               registry=self.registry)
+        self.request_duration = Histogram(
+            f"{PREFIX}_request_duration_seconds",
+            "Client requests' time from arrival to answer, by HTTP status", ["code"],
+            registry=self.registry, buckets=DURATION_BUCKETS_S)
         self.retries = Counter(f"{PREFIX}_retries", "Retries on another worker, by reason",
                                ["reason"], registry=self.registry)
         self.registry.register(_LiveGauges(waiting, workers, clock))
+
+    def observe_answer(self, status: int, duration_s: float) -> None:
+        """One client request answered with `status` after `duration_s` seconds."""
+        code = str(status)
+        self.requests.labels(code=code).inc()
+        self.request_duration.labels(code=code).observe(duration_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,20 +1,18 @@
 """Poller: one task per worker in rotation, GET /get_load every load interval, answers and
-failures reported to the registry. Starts and stops tasks as the rotation changes (sync). With an
+failures (with why) reported to the registry. Starts and stops tasks as the rotation changes (sync). With an
 API key, a worker that answers is also asked whether it takes the key (key_check.py): once while
 unknown, then every KEY_RECHECK_S while it refuses it."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 
 import aiohttp
 
 from gateway.key_check import KEY_RECHECK_S, note_key, probe_key
+from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
-
-log = logging.getLogger(__name__)
 
 
 def parse_load(payload) -> int:
@@ -62,11 +60,8 @@ class Poller:
                 response.raise_for_status()
                 num_reqs = parse_load(await response.json(content_type=None))
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as error:
-            worker = self.registry.get(url)
-            if worker is not None and not worker.failed:
-                log.warning("worker %s: /get_load failed (%s); out of rotation until it answers",
-                            url, error or type(error).__name__)
-            self.registry.record_failure(url)
+            # The registry's transition log says it (once): out of rotation until it answers.
+            self.registry.record_failure(url, f"/get_load failed: {describe_error(error)}")
             return
         self.registry.record_answer(url, num_reqs, mark, time.monotonic())
         await self._check_key(url)

@@ -119,13 +119,15 @@ class Router:
             answer = await forward(self.session, worker.url, body, headers,
                                    self.config.request_timeout_s)
         except Unreachable as error:
-            self.registry.record_failure(worker.url)
+            self.registry.record_failure(worker.url, f"/v1/score unreachable: {error}")
             return error
         except BrokenAnswer as error:
             return error_reply(502, "BadGatewayError", str(error))
         except TimeoutError:
             return error_reply(504, "TimeoutError",
                                f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+        if answer.draining:
+            self.registry.record_draining(worker.url)
         if answer.status == 401 and self.config.api_key is not None:
             # The client passed the gateway's check and the gateway sent its own key: the worker
             # has another one. Not the client's fault: the worker is out until it takes the key.

@@ -5,10 +5,13 @@ The only owner of per-worker state. Pure bookkeeping: every time is passed in (m
 The poller reports its polls to it (poll_started, record_answer, record_failure); the router the
 sequences it sends and the connections that fail (record_sent, record_failure; the proxy only
 answers the router). The picker gets the registry's live Worker objects (fresh()), not copies,
-and only reads them. Discovery (app.set_rotation) sets who is in (set_urls).
+and only reads them. Discovery (app.set_rotation) sets who is in (set_urls). After each change
+of a worker's record it calls `on_change(url, record or None, gone)` (the transition log decides
+whether that was a transition worth a line).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -18,6 +21,8 @@ class Worker:
     num_reqs: int = 0           # running + waiting sequences, as last answered
     answered_at: float | None = None  # when that answer came (None: never)
     failed: bool = False         # the last poll or connection to it failed
+    failure: str = ""            # why it failed, while `failed`
+    draining: bool = False       # answered a draining 503 (since then no poll or connection failed)
     num_sent: int = 0            # sequences sent to it, ever
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
@@ -44,9 +49,11 @@ class WorkerRegistry:
     """Workers by URL. `gone` counts URLs that left the rotation and have not come back, since
     start (cumulative: it grows with pod churn, one entry per pod IP seen leaving)."""
 
-    def __init__(self, stale_after_s: float, key_required: bool = False) -> None:
+    def __init__(self, stale_after_s: float, key_required: bool = False,
+                 on_change: Callable[[str, Worker | None, bool], None] | None = None) -> None:
         self.stale_after_s = stale_after_s
         self.key_required = key_required  # the gateway has an API key: workers must accept it
+        self.on_change = on_change
         self._workers: dict[str, Worker] = {}
         self._gone: set[str] = set()
 
@@ -60,7 +67,13 @@ class WorkerRegistry:
         for url in added:
             self._workers[url] = Worker(url)
         self._gone = (self._gone | set(removed)) - wanted
+        for url in added + removed:
+            self._changed(url)
         return added, removed
+
+    def _changed(self, url: str) -> None:
+        if self.on_change is not None:
+            self.on_change(url, self._workers.get(url), url in self._gone)
 
     def get(self, url: str) -> Worker | None:
         return self._workers.get(url)
@@ -79,12 +92,23 @@ class WorkerRegistry:
             return
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
         worker.num_sent_at_poll = mark
+        self._changed(url)
 
-    def record_failure(self, url: str) -> None:
-        """A poll or a connection failed: not chosen again until a poll answers."""
+    def record_failure(self, url: str, reason: str = "") -> None:
+        """A poll or a connection failed (`reason`: why, for the log): not chosen again until a
+        poll answers. A draining worker that fails has exited: no longer draining."""
         worker = self._workers.get(url)
         if worker is not None:
-            worker.failed = True
+            worker.failed, worker.failure, worker.draining = True, reason, False
+            self._changed(url)
+
+    def record_draining(self, url: str) -> None:
+        """The worker answered a draining 503 (it is shutting down; still chosen while fresh:
+        its 503 costs no retry)."""
+        worker = self._workers.get(url)
+        if worker is not None:
+            worker.draining = True
+            self._changed(url)
 
     def record_key(self, url: str, accepted: bool) -> bool:
         """Whether the worker took the gateway's API key; True when that changed."""
@@ -92,6 +116,7 @@ class WorkerRegistry:
         if worker is None or worker.key_accepted is accepted:
             return False
         worker.key_accepted = accepted
+        self._changed(url)
         return True
 
     def record_sent(self, url: str, num_sequences: int) -> None:

@@ -47,6 +47,7 @@ class ServerConfig:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     api_key: str | None = field(default=None, repr=False)  # never in a log line or traceback
     num_threads: int | None = None
+    access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
 
     def __post_init__(self) -> None:
         if self.max_items_per_request is None:
@@ -141,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
              f"{API_KEY_ENV}; this flag wins; a key on a command line is visible to all)")
     add("--num-threads", type=int, default=None,
         help="torch CPU threads (default: the CPUs this process may use, cgroup quota included)")
+    add("--access-log-all", action="store_true",
+        help="an access-log line for every request, also probes, /get_load polls and /metrics "
+             "scrapes (default: none for those)")
     return parser
 
 

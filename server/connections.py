@@ -15,6 +15,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from server.access_log import uvicorn_log_config
 from server.config import ServerConfig
 
 # After the drain, uvicorn's graceful shutdown waits at most this long for the last responses.
@@ -71,7 +72,9 @@ class HeadTimeoutProtocol(H11Protocol):
 
 
 def uvicorn_config(app, config: ServerConfig, log_level: str = "info") -> uvicorn.Config:
-    """uvicorn's settings for `app`: the head-timeout protocol and a bounded graceful shutdown."""
+    """uvicorn's settings for `app`: the head-timeout protocol, a bounded graceful shutdown, and
+    an access log without the probes', polls' and scrapes' lines (unless access_log_all)."""
     protocol = functools.partial(HeadTimeoutProtocol, head_timeout_s=config.header_timeout_s)
     return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
-                          http=protocol, timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+                          http=protocol, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                          log_config=uvicorn_log_config(config.access_log_all))

@@ -181,6 +181,6 @@ class Engine:
         for request in self.scheduler.finish(batch, result.scores):
             if not request.future.done():  # not timed out or disconnected meanwhile
                 request.future.set_result(request.scores)
-                self.metrics.observe_finished(request.num_prompt_tokens,
+                self.metrics.observe_finished(len(request.sequences), request.num_prompt_tokens,
                                               finished_s - request.arrival_s,
                                               request.first_scheduled_s - request.arrival_s)

@@ -25,6 +25,7 @@ class ServerMetrics:
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
         self.num_requests = 0
+        self.num_items = 0  # sequences of finished requests: one per item scored
         self.num_aborted_requests = 0
         self.num_computed_tokens = 0  # token positions the forwards computed, padding included
         self.num_padding_tokens = 0
@@ -37,8 +38,10 @@ class ServerMetrics:
             "sglang:queue_time_seconds", "Time from arrival to a request's first forward batch.",
             LABEL_NAMES, registry=self.registry, buckets=LATENCY_BUCKETS_S).labels(**self.labels)
 
-    def observe_finished(self, num_prompt_tokens: int, e2e_s: float, queue_s: float) -> None:
+    def observe_finished(self, num_items: int, num_prompt_tokens: int, e2e_s: float,
+                         queue_s: float) -> None:
         self.num_requests += 1
+        self.num_items += num_items
         self.num_prompt_tokens += num_prompt_tokens
         self.e2e_latency.observe(e2e_s)
         self.queue_time.observe(queue_s)
@@ -92,6 +95,9 @@ class _ScrapeTimeCollector:
                     m.cache_hit_rate)
         yield counter("prompt_tokens", "Prompt tokens of finished requests.", m.num_prompt_tokens)
         yield counter("num_requests", "Finished requests.", m.num_requests)
+        # Not SGLang's (a request there is one sequence): the items scored, for items/s.
+        yield counter("scored_items", "Items scored (sequences of finished requests).",
+                      m.num_items)
         yield counter("num_aborted_requests", "Requests that timed out, disconnected or failed.",
                       m.num_aborted_requests)
         yield counter("cached_tokens", "Prompt tokens served from the query cache.",

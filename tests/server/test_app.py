@@ -351,6 +351,7 @@ def test_counters_and_histograms_add_up_the_finished_requests():
         usages = [post(url, token_body(n)).json()["usage"]["prompt_tokens"] for n in (1, 4)]
         samples = scrape(client)
     assert samples["sglang:num_requests_total"]["value"] == 2
+    assert samples["sglang:scored_items_total"]["value"] == 1 + 4
     assert samples["sglang:prompt_tokens_total"]["value"] == sum(usages) == 4 + 16
     assert samples["sglang:e2e_request_latency_seconds_count"]["value"] == 2
     assert samples["sglang:queue_time_seconds_count"]["value"] == 2
