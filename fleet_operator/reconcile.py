@@ -51,7 +51,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             return None
         try:
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
-                                ctx.config.prometheus_address)
+                                ctx.config.prometheus_address, ctx.config.gateway_image)
         except SpecError as e:
             if "SpecValid" in _write_status(ctx, body, str(e), now, native=False):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
