@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
@@ -51,21 +52,20 @@ def _inspect(engine: str, image: str, template: str) -> str:
     return _run([engine, "image", "inspect", "--format", template, image]).strip()
 
 
-def check_control(engine: str, image: str) -> list[str]:
+def check_control(engine: str, image: str) -> Iterator[str]:
+    """One line per check passed; CheckFailed at the first that fails."""
     run = [engine, "run", "--rm", "--read-only", "--network", "none", image]
-    lines = []
     for package in ("fleet_operator", "gateway"):
         out = _run([*run, "python", "-m", package, "--help"])
         if "usage" not in out.lower():
             raise CheckFailed(f"python -m {package} --help printed no usage:\n{out}")
-        lines.append(f"control: python -m {package} --help: ok")
-    lines.append("control: " + _run([*run, "python", "-c", IMPORT_ALL]).strip())
-    lines.append(_user_line(engine, image, "control"))
+        yield f"control: python -m {package} --help: ok"
+    yield "control: " + _run([*run, "python", "-c", IMPORT_ALL]).strip()
+    yield _user_line(engine, image, "control")
     size = int(_inspect(engine, image, "{{.Size}}"))
     if size >= MAX_CONTROL_BYTES:
         raise CheckFailed(f"the control image is {size / 1e6:.0f} MB, not under {MAX_CONTROL_BYTES / 1e6:.0f} MB")
-    lines.append(f"control: {size / 1e6:.0f} MB (< {MAX_CONTROL_BYTES / 1e6:.0f} MB)")
-    return lines
+    yield f"control: {size / 1e6:.0f} MB (< {MAX_CONTROL_BYTES / 1e6:.0f} MB)"
 
 
 def _user_line(engine: str, image: str, label: str) -> str:
@@ -107,29 +107,29 @@ def _score(base: str) -> list[list[float]]:
     return scores
 
 
-def check_server(engine: str, image: str) -> list[str]:
-    """Host network (the engine's port mapping needs a network backend CI may lack), a free port."""
+def check_server(engine: str, image: str) -> Iterator[str]:
+    """The image's own command (port 30000 inside), published on a free loopback port."""
     port, name = _free_port(), f"scoring-fleet-image-check-{os.getpid()}"
     _run([engine, "run", "--detach", "--name", name, "--read-only", "--tmpfs", "/cache:U",
-          "--network", "host", image, "python", "-m", "server", "--host", "127.0.0.1",
-          "--port", str(port)])
+          "--publish", f"127.0.0.1:{port}:30000", image])
     started, base = time.monotonic(), f"http://127.0.0.1:{port}"
     try:
         healthy_s = _wait_healthy(base, name, engine, started)
-        lines = [f"server: healthy after {healthy_s:.0f} s (read-only root, /cache a tmpfs)"]
-        lines.append(f"server: the seed request scored {_score(base)}")
+        yield f"server: healthy after {healthy_s:.0f} s (read-only root, /cache a tmpfs)"
+        yield f"server: the seed request scored {_score(base)}"
         uid = _run([engine, "exec", name, "id", "-u"]).strip()
         if uid != RUN_AS:
             raise CheckFailed(f"server: runs as uid {uid}, not {RUN_AS}")
-        lines.append(f"server: runs as uid {uid}")
+        yield f"server: runs as uid {uid}"
         if engine.endswith("podman"):  # the image kept its HEALTHCHECK (--format docker)
             _run([engine, "healthcheck", "run", name])
-            lines.append("server: the image's HEALTHCHECK passes")
-        size = int(_inspect(engine, image, "{{.Size}}"))
-        return [*lines, f"server: {size / 1e6:.0f} MB"]
+            yield "server: the image's HEALTHCHECK passes"
+        yield f"server: {int(_inspect(engine, image, '{{.Size}}')) / 1e6:.0f} MB"
     except (CheckFailed, OSError) as error:
-        logs = subprocess.run([engine, "logs", "--tail", "40", name], capture_output=True, text=True)
-        raise CheckFailed(f"{error}\n--- the server's last log lines ---\n{logs.stdout}{logs.stderr}") from None
+        logs = subprocess.run([engine, "logs", name], capture_output=True, text=True)
+        # the last lines, less the model loader's progress bars
+        tail = [line for line in (logs.stdout + logs.stderr).splitlines() if "%|" not in line][-30:]
+        raise CheckFailed(f"{error}\n--- the server's last log lines ---\n" + "\n".join(tail)) from None
     finally:
         subprocess.run([engine, "rm", "--force", name], capture_output=True)
 

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -152,9 +153,10 @@ def build_all(settings: Settings) -> str:
             local_index = bool(torch_index_url and "://127.0.0.1:" in torch_index_url)
             for build in plan(settings, python_image, torch_index_url):
                 print(f"images: building {build.tag} (target {build.target})", flush=True)
-                argv = build_command(engine, build, host_network=local_index)
+                argv, started = build_command(engine, build, host_network=local_index), time.monotonic()
                 if subprocess.run(argv, cwd=ROOT, env=env).returncode != 0:
                     raise SystemExit(f"images: `{' '.join(argv)}` failed (its output is above)")
+                print(f"images: built {build.tag} in {time.monotonic() - started:.0f} s", flush=True)
     except image_offline.OfflineError as error:
         raise SystemExit(f"images: {error}") from None
     return engine
