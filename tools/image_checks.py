@@ -18,7 +18,8 @@ from collections.abc import Iterator
 
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
-HEALTHY_TIMEOUT_S = 240
+# Loading the GGUF takes ~20-30 s on a quiet machine, 77-131 s measured on a busy 2-core CI machine.
+HEALTHY_TIMEOUT_S = 300
 SEED_REQUEST = {
     "query": "What is the capital of California? Answer Yes or No for each of the following options:",
     "items": ["Sacramento", "San Jose", "San Francisco"],
@@ -107,10 +108,15 @@ def _score(base: str) -> list[list[float]]:
     return scores
 
 
+def cache_tmpfs(engine: str) -> str:
+    """--tmpfs for /cache, writable by 65532: podman chowns it with U; docker takes mount options."""
+    return "/cache:U" if engine.endswith("podman") else f"/cache:uid={RUN_AS},gid={RUN_AS}"
+
+
 def check_server(engine: str, image: str) -> Iterator[str]:
     """The image's own command (port 30000 inside), published on a free loopback port."""
     port, name = _free_port(), f"scoring-fleet-image-check-{os.getpid()}"
-    _run([engine, "run", "--detach", "--name", name, "--read-only", "--tmpfs", "/cache:U",
+    _run([engine, "run", "--detach", "--name", name, "--read-only", "--tmpfs", cache_tmpfs(engine),
           "--publish", f"127.0.0.1:{port}:30000", image])
     started, base = time.monotonic(), f"http://127.0.0.1:{port}"
     try:

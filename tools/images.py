@@ -23,9 +23,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import image_offline  # noqa: E402 (the tools folder is not a package)
+try:
+    from tools import image_checks, image_offline
+except ImportError:  # run as a script: tools/ is on sys.path, the repository root is not
+    import image_checks
+    import image_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN_CONF = ROOT / "tools" / "podman-containers.conf"
@@ -169,7 +171,6 @@ def main(argv: list[str]) -> int:
     settings = Settings.from_env()
     engine = build_all(settings)
     if argv == ["test"]:
-        import image_checks
         return image_checks.run_all(engine, settings.server_image, settings.control_image)
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import image_offline, image_requirements, images
+from tools import image_checks, image_offline, image_requirements, images
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -150,3 +150,10 @@ def test_the_wheel_index_is_pep503(tmp_path):
     assert '<a href="typing-extensions/">' in pages["simple/index.html"]
     torch = pages["simple/torch/index.html"]
     assert 'href="../../wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=' in torch
+
+
+@pytest.mark.parametrize(("engine", "tmpfs"), [
+    ("podman", "/cache:U"), ("/usr/bin/podman", "/cache:U"), ("docker", "/cache:uid=65532,gid=65532"),
+], ids=["podman", "podman-path", "docker"])
+def test_the_servers_only_writable_place_is_a_tmpfs_its_user_owns(engine, tmpfs):
+    assert image_checks.cache_tmpfs(engine) == tmpfs
