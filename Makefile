@@ -1,5 +1,6 @@
 # Two commands for a fresh machine: `make run` serves the embedded default model on :30000 (CPU),
-# `make test` runs every test tier. Both create .venv on first use.
+# `make test` runs every test tier. Both create .venv on first use. `make image` / `make test-image`
+# build and check the container images.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -50,6 +51,31 @@ setup-promtool:
 
 run: $(STAMP)
 	$(PY) -m server $(ARGS)
+
+# The two images of the Dockerfile (tools/images.py; docs/install.md): localhost/scoring-fleet:dev
+# (the server, CPU, the default model baked in) and localhost/scoring-fleet-control:dev (the operator
+# and the gateway, no torch). With docker or podman; where no registry or PyTorch index answers, a
+# local base image and wheel index stand in (build arguments only). No venv needed.
+.PHONY: image test-image setup-image-tools
+image:
+	$(PYTHON) tools/images.py build
+
+# Builds both, then runs them: the server read-only answers a request, the control image's
+# entrypoints run, users and sizes are checked.
+test-image: setup-image-tools
+	$(PYTHON) tools/images.py test
+
+# podman, runc and debootstrap from Debian (root, as CI is) when neither docker's daemon nor podman
+# is there; a no-op otherwise.
+setup-image-tools:
+	@if docker info >/dev/null 2>&1 || command -v podman >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "no container engine: install podman (Debian: apt-get install podman runc debootstrap)" \
+	       "or start Docker" >&2; exit 1; \
+	fi; \
+	echo "installing podman, runc, debootstrap (Debian packages)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends podman runc debootstrap >/dev/null
 
 # The layout's rules: ruff (style, imports) and import-linter's contracts (pyproject.toml).
 lint: $(STAMP)

@@ -16,6 +16,7 @@ from fleet_operator.clock import Clock, utc_now
 from fleet_operator.fields import is_http_url
 
 DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
+GATEWAY_IMAGE_ENV = "SCORING_FLEET_GATEWAY_IMAGE"
 RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
 PROMETHEUS_ADDRESS_ENV = "SCORING_FLEET_PROMETHEUS_ADDRESS"
 # The operator's own namespace, from the downward API (the chart sets it): the fleets' NetworkPolicies
@@ -27,7 +28,10 @@ NAMESPACE_ENV = "POD_NAMESPACE"
 class OperatorConfig:
     """Operator-wide settings, read once at start-up."""
 
-    default_image: str | None = None  # the operator's own image: used by CPU fleets without spec.image
+    default_image: str | None = None  # the server image: used by CPU fleets without spec.image
+    # the control image (no torch): gateway pods of fleets without spec.gateway.image; None: the
+    # fleet's own image, which has the gateway too.
+    gateway_image: str | None = None
     # Services, PDBs and HPAs are not watched: every fleet is re-applied this often (drift, misses).
     resync_interval_s: float = 30.0
     # keda mode's trigger queries this Prometheus unless a fleet names its own.
@@ -43,10 +47,11 @@ class OperatorConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
-        """SCORING_FLEET_DEFAULT_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS, POD_NAMESPACE (all
-        optional)."""
+        """SCORING_FLEET_DEFAULT_IMAGE, _GATEWAY_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS,
+        POD_NAMESPACE (all optional)."""
         interval = environ.get(RESYNC_INTERVAL_ENV)
         return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,
+                   gateway_image=environ.get(GATEWAY_IMAGE_ENV) or None,
                    resync_interval_s=float(interval) if interval else cls.resync_interval_s,
                    prometheus_address=environ.get(PROMETHEUS_ADDRESS_ENV) or None,
                    namespace=environ.get(NAMESPACE_ENV) or None)

@@ -54,7 +54,9 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             return None
         try:
             fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
-                                ctx.config.prometheus_address, ctx.config.namespace)
+                                ctx.config.prometheus_address,
+                                operator_namespace=ctx.config.namespace,
+                                default_gateway_image=ctx.config.gateway_image)
         except SpecError as e:
             if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)

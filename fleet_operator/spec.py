@@ -63,6 +63,9 @@ class GatewaySpec:
     queue_timeout_s: int = crd.default("gateway", "queueTimeoutSeconds")
     cpu: str = crd.default("gateway", "resources", "cpu")
     memory: str = crd.default("gateway", "resources", "memory")
+    # spec.gateway.image, else the operator's gateway image (the control image); None: the fleet's
+    # image (it has the gateway too). The builder picks: gateway_image(fleet).
+    image: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,16 @@ class FleetSpec:
 def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                 default_image: str | None = None,
                 default_prometheus_address: str | None = None,
-                operator_namespace: str | None = None) -> FleetSpec:
+                operator_namespace: str | None = None,
+                default_gateway_image: str | None = None) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
     default_image is the operator's own image (one image serves both); used only for CPU fleets,
     because nothing says it was built with CUDA. default_prometheus_address is the operator's
     Prometheus for keda mode's trigger, when the fleet names none. operator_namespace is where the
     operator runs (its scrape of the pods comes from there: the NetworkPolicy admits it).
+    default_gateway_image is the operator's image for gateway pods (the control image), when
+    spec.gateway.image is not set.
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
@@ -120,7 +126,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
     resources = _parse_resources(top.child("resources"))
     autoscaling = parse_autoscaling(top.value.get("autoscaling"),
                                     prometheus_address=default_prometheus_address)
-    gateway = _parse_gateway(top.child("gateway"), autoscaling, name)
+    gateway = _parse_gateway(top.child("gateway"), autoscaling, name, default_gateway_image)
     return FleetSpec(
         name=name,
         namespace=namespace,
@@ -191,11 +197,13 @@ def _parse_server(srv: Fields) -> ServerSpec:
     )
 
 
-def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str) -> GatewaySpec:
+def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str,
+                   default_image: str | None) -> GatewaySpec:
     gateway = GatewaySpec(enabled=gw.boolean("enabled"), replicas=gw.integer("replicas"),
                           port=gw.integer("port"), queue_timeout_s=gw.integer("queueTimeoutSeconds"),
                           cpu=gw.child("resources").quantity("cpu"),
-                          memory=gw.child("resources").quantity("memory"))
+                          memory=gw.child("resources").quantity("memory"),
+                          image=gw.string("image") or default_image)
     child = names.gateway_name(name)
     if gateway.enabled and len(child) > MAX_NAME_LEN:
         raise SpecError(f"spec.gateway.enabled: the gateway's children are named {child!r}, "

@@ -2,7 +2,8 @@
 
 The gateway's pods carry the gateway's labels (names.gateway_labels), never the fleet label, so
 nothing that selects scoring pods (the fleet's Deployment, Service, PDB, the Prometheus monitors
-and recording rules) takes them in. Same image and security contexts (security.py) as the server's.
+and recording rules) takes them in. The control image (no torch) unless the fleet or the operator
+says otherwise; the same restricted security context as the server's.
 The ServiceAccount they run as, and its rights, are gateway_rbac.py's.
 """
 from __future__ import annotations
@@ -24,6 +25,11 @@ def gateway_args(fleet: FleetSpec) -> list[str]:
     return ["--fleet", fleet.name, "--namespace", fleet.namespace,
             "--host", "0.0.0.0", "--port", str(fleet.gateway.port),
             "--queue-timeout", str(fleet.gateway.queue_timeout_s)]
+
+
+def gateway_image(fleet: FleetSpec) -> str:
+    """spec.gateway.image, else the operator's gateway image, else the fleet's (it has the gateway)."""
+    return fleet.gateway.image or fleet.image
 
 
 def gateway_address(fleet: FleetSpec) -> str:
@@ -65,7 +71,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
     gw = fleet.gateway
     return {
         "name": CONTAINER_NAME,
-        "image": fleet.image,
+        "image": gateway_image(fleet),
         "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "gateway"],
         "args": gateway_args(fleet),

@@ -104,6 +104,25 @@ def test_the_gateway_container_discovers_this_fleet_and_listens_on_its_port():
                               "limits": {"cpu": "1", "memory": "512Mi"}}
 
 
+@pytest.mark.parametrize(("gateway_image", "operator_image", "expected"), [
+    (None, None, IMAGE),
+    (None, "control:1", "control:1"),
+    ("mine:2", "control:1", "mine:2"),
+    ("mine:2", None, "mine:2"),
+], ids=["fleet-image", "operator-control-image", "fleet-override", "fleet-override-alone"])
+def test_the_gateway_image_is_the_fleets_choice_then_the_operators_then_the_fleet_image(
+        gateway_image, operator_image, expected):
+    # the control image has the gateway but no torch: a gateway pod that must start for a fleet to
+    # wake from zero pulls a few hundred MB, not the server's GBs
+    spec = {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": IMAGE,
+            "gateway": {"enabled": True, **({"image": gateway_image} if gateway_image else {})}}
+    f = parse_fleet("qwen", "team-a", spec, default_gateway_image=operator_image)
+    [c] = pod_template(f)["spec"]["containers"]
+    assert c["image"] == expected
+    [server] = build_deployment(f)["spec"]["template"]["spec"]["containers"]
+    assert server["image"] == IMAGE  # the scoring pods keep the server image
+
+
 def test_the_gateway_pods_are_scraped_and_run_as_its_service_account():
     template = pod_template(fleet({"port": 8080, "replicas": 2}))
     assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true",

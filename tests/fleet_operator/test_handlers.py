@@ -78,6 +78,13 @@ def test_operator_config_from_env(environ, image):
     assert OperatorConfig.from_env(environ).default_image == image
 
 
+@pytest.mark.parametrize("environ,image", [({}, None), ({"SCORING_FLEET_GATEWAY_IMAGE": ""}, None),
+                                           ({"SCORING_FLEET_GATEWAY_IMAGE": "control:1"}, "control:1")],
+                         ids=["unset", "empty", "set"])
+def test_gateway_image_from_env(environ, image):
+    assert OperatorConfig.from_env(environ).gateway_image == image
+
+
 @pytest.mark.parametrize("environ,interval", [
     ({}, 30.0), ({"SCORING_FLEET_RESYNC_INTERVAL_S": "0.5"}, 0.5)], ids=["default", "set"])
 def test_resync_interval_from_env(environ, interval):

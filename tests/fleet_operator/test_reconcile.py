@@ -108,6 +108,17 @@ def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_
     assert kube.get(api, "apps/v1", "Deployment", "default", NAME) is not None  # the fleet's own stay
 
 
+def test_the_gateway_runs_the_operators_gateway_image_and_the_fleet_the_server_image(kube_api, api):
+    # the chart sets SCORING_FLEET_GATEWAY_IMAGE to the control image (no torch)
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"gateway": {"enabled": true}}}')
+    ctx = OperatorContext(api, config=OperatorConfig(gateway_image="control:1"), clock=lambda: T0)
+    reconcile_fleet(ctx, "default", NAME)
+    gateway = kube.get(api, "apps/v1", "Deployment", "default", f"{NAME}-gateway")
+    fleet = kube.get(api, "apps/v1", "Deployment", "default", NAME)
+    assert gateway["spec"]["template"]["spec"]["containers"][0]["image"] == "control:1"
+    assert fleet["spec"]["template"]["spec"]["containers"][0]["image"] != "control:1"
+
+
 def test_a_fleet_never_deletes_another_fleets_children_of_the_gateways_name(kube_api, api):
     # Fleet qwen-scorer (gateway off) wants no `qwen-scorer-gateway` children; fleet
     # qwen-scorer-gateway's own Deployment and Service have exactly those names.

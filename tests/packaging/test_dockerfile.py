@@ -1,7 +1,8 @@
 """The Dockerfile: hadolint-clean, and the facts the chart and the operator rely on.
 
-No Docker engine runs here, so the image is never built in the tests: hadolint checks the file, and
-the table below pins what must stay true of it (user, port, variants, layer order, no model inside).
+The tests never build it (`make test-image` does, with a container engine, after the tests in CI):
+hadolint checks the file, and the tables below pin what must stay true of it (user, port, variants,
+layer order, no model inside, the two targets and what the control image leaves out).
 """
 from __future__ import annotations
 
@@ -77,8 +78,41 @@ def test_hf_home_is_under_the_users_writable_cache():
 
 
 def test_cpu_variant_selects_the_torch_index_by_argument():
-    # TORCH_VARIANT=cpu must reach the index URL, not be a separate hard-coded path.
-    assert any("download.pytorch.org/whl/${TORCH_VARIANT}" in rest for rest in _args("RUN"))
+    # TORCH_VARIANT=cpu must reach the index URL, not be a separate hard-coded path; TORCH_INDEX_URL
+    # (empty by default) replaces the whole index: a mirror, or make test-image's local one.
+    assert any('--index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/${TORCH_VARIANT}}"' in rest
+               for rest in _args("RUN"))
+    assert 'TORCH_INDEX_URL=""' in _args("ARG")
+
+
+def _stages() -> dict[str, list[tuple[str, str]]]:
+    """{stage name: its instructions}, in the file's order (the last stage is the default target)."""
+    stages: dict[str, list[tuple[str, str]]] = {}
+    current: list[tuple[str, str]] = []
+    for word, rest in _instructions():
+        if word == "FROM":
+            current = stages.setdefault(rest.split()[-1], [])
+        current.append((word, rest))
+    return stages
+
+
+def test_the_server_is_the_default_target_and_control_a_named_one():
+    stages = _stages()
+    assert list(stages) == ["deps", "control-deps", "runtime", "control", "server"]
+    for target in ("control", "server"):
+        assert stages[target][0] == ("FROM", f"runtime AS {target}")
+        assert ("USER", "65532:65532") in stages[target]
+
+
+def test_the_control_image_has_the_operator_and_gateway_but_not_the_servers_stack():
+    stages = _stages()
+    copies = [rest for word, rest in stages["control"] if word == "COPY"]
+    assert copies == ["--from=control-deps /opt/venv /opt/venv", "fleet_operator/ /app/fleet_operator/",
+                      "gateway/ /app/gateway/"]
+    control_deps = " ".join(rest for _, rest in stages["control-deps"])
+    assert "image_requirements.py --control" in control_deps and "torch" not in control_deps
+    cmd = [rest for word, rest in stages["control"] if word == "CMD"]
+    assert cmd == ['["python", "-m", "fleet_operator", "--standalone", "--all-namespaces"]']
 
 
 def test_dependencies_are_installed_before_the_source_is_copied():
@@ -102,6 +136,7 @@ def _ignored(path: str, rules: list[str]) -> bool:
 def test_dockerignore_sends_every_copied_path_and_nothing_heavy():
     rules = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
              if line.strip() and not line.startswith("#")]
-    copied = [rest.split()[0].rstrip("/") for rest in _args("COPY") if not rest.startswith("--from")]
+    copied = [source.rstrip("/") for rest in _args("COPY") if not rest.startswith("--from")
+              for source in rest.split()[:-1]]
     assert copied and all(not _ignored(path, rules) for path in copied)
     assert all(_ignored(path, rules) for path in (".venv", ".tools", ".git", "tests", "README.md"))

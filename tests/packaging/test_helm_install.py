@@ -175,15 +175,27 @@ def test_uninstall_removes_the_operator_but_keeps_the_crd(helm, kube_api, api_ge
 @pytest.mark.parametrize(
     ("image", "expected"),
     [
-        ({}, "scoring-fleet:0.1.0"),
-        ({"repository": "registry.example/sf", "tag": "1.2.3"}, "registry.example/sf:1.2.3"),
-        ({"digest": "sha256:" + "a" * 64}, "scoring-fleet@sha256:" + "a" * 64),
+        ({}, "scoring-fleet-control:0.1.0"),
+        ({"repository": "registry.example/sfc", "tag": "1.2.3"}, "registry.example/sfc:1.2.3"),
+        ({"digest": "sha256:" + "a" * 64}, "scoring-fleet-control@sha256:" + "a" * 64),
     ],
     ids=["app-version", "tag", "digest-wins"],
 )
 def test_operator_image_reference(render, image, expected):
-    (deployment,) = by_kind(render({"image": image}), "Deployment")
+    # the operator runs from the control image (no torch)
+    (deployment,) = by_kind(render({"controlImage": image}), "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == expected
+
+
+def test_fleets_get_the_server_image_and_their_gateways_the_control_image(render):
+    (deployment,) = by_kind(render({"image": {"repository": "reg.example/sf", "tag": "2"},
+                                    "controlImage": {"repository": "reg.example/sf-control", "tag": "3"}}),
+                            "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    assert container["image"] == "reg.example/sf-control:3"
+    assert env["SCORING_FLEET_DEFAULT_IMAGE"] == "reg.example/sf:2"
+    assert env["SCORING_FLEET_GATEWAY_IMAGE"] == "reg.example/sf-control:3"
 
 
 def test_network_policy_admits_only_the_liveness_port_to_the_operator(render):

@@ -62,6 +62,14 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _env_value(item: dict, namespace: str) -> str:
+    """An env entry's value as the kubelet gives it: a literal, or the downward API's namespace."""
+    if "value" in item:
+        return item["value"]
+    assert item["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, item
+    return namespace
+
+
 @pytest.fixture()
 def operator_from_chart(render, kube_api, tmp_path) -> Iterator[str]:
     """Install the chart, start the operator as the chart runs it; yields its liveness URL."""
@@ -69,7 +77,7 @@ def operator_from_chart(render, kube_api, tmp_path) -> Iterator[str]:
     port = _free_port()
     env = {**kube_api.env, "SCORING_FLEET_RESYNC_INTERVAL_S": "1"}
     for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
-        env[item["name"]] = item["value"]
+        env[item["name"]] = _env_value(item, deployment["metadata"].get("namespace", "default"))
     log = (tmp_path / "operator.log").open("w")
     process = subprocess.Popen(_operator_command(deployment, port), cwd=ROOT, env=env,
                                stdout=log, stderr=subprocess.STDOUT)

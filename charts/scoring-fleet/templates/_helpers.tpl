@@ -59,10 +59,23 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/* repository@digest when a digest is set, else repository:tag (the tag defaulting to appVersion). */}}
 {{- define "scoring-fleet.image" -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- include "scoring-fleet.imageRef" (dict "image" .Values.image "appVersion" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+The control image (the Dockerfile's target control: the operator and the gateway, no torch): the
+operator's own container, and the image it gives gateway pods.
+*/}}
+{{- define "scoring-fleet.controlImage" -}}
+{{- include "scoring-fleet.imageRef" (dict "image" .Values.controlImage "appVersion" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* repository@digest, or repository:tag (the chart's appVersion when the tag is empty). */}}
+{{- define "scoring-fleet.imageRef" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .image.repository (default .appVersion .image.tag) -}}
 {{- end -}}
 {{- end -}}
 
