@@ -21,7 +21,9 @@ A = "http://10.0.0.1:30000"
     (Worker(A, failed=True), False, ("stale", "failed")),  # never an empty reason
     (Worker(A, answered_at=1.0, draining=True), False,
      ("draining", "answered 503 and closed the connection: shutting down")),
-], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining"])
+    (Worker(A, answered_at=1.0, key_accepted=False), False,
+     ("unauthorized", "rejects the gateway's API key (401)")),
+], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized"])
 def test_worker_state(worker, gone, expected):
     assert worker_state(worker, gone) == expected
 
@@ -73,3 +75,21 @@ def test_a_worker_that_comes_back_joins_again(caplog):
         registry.set_urls([A])
     assert [r.getMessage().split(": ")[1].split(" ")[0] for r in caplog.records] == \
         ["joined", "gone", "joined"]
+
+
+def test_a_key_verdict_is_a_transition(caplog):
+    # the poll answers all along (/get_load is open): only the key probe's verdict moves the state
+    logger = logging.getLogger("test.transitions")
+    registry = WorkerRegistry(stale_after_s=1.0, key_required=True, on_change=TransitionLog(logger).observe)
+    with caplog.at_level(logging.INFO, logger="test.transitions"):
+        registry.set_urls([A])
+        registry.record_answer(A, 0, 0, 1.0)
+        registry.record_key(A, False)
+        registry.record_answer(A, 0, 0, 1.05)  # still refusing: no line
+        registry.record_key(A, True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"worker {A}: joined (waiting for its first /get_load answer)",
+        f"worker {A}: ready (/get_load answered)",
+        f"worker {A}: unauthorized (rejects the gateway's API key (401))",
+        f"worker {A}: ready (/get_load answered)",
+    ]
