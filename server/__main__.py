@@ -32,7 +32,11 @@ def build_engine(config: ServerConfig) -> Engine:
     torch.set_num_threads(config.num_threads or detect_usable_cpus())
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
-    return Engine(config, ModelRunner(model, tokenizer, device))
+    runner = ModelRunner(model, tokenizer, device)
+    if config.compile:
+        log.info("compiling the items forward (--compile); ready once it is warm")
+        runner.compile()
+    return Engine(config, runner)
 
 
 def serve(config: ServerConfig, engine: Engine) -> int:
