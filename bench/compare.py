@@ -186,8 +186,9 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
                     dtype).runs.append(measured.items_per_s)
         scores.append(measured.scores)
         run = server_run(server, bodies, args.concurrency, rss)
-        report.path("3" + suffix, f"server over HTTP, closed loop, {args.concurrency} in flight",
-                    dtype).runs.append(run.items_per_s)
+        compiled = " (--compile)" if args.compile else ""
+        report.path("3" + suffix, f"server{compiled} over HTTP, closed loop, {args.concurrency} "
+                    "in flight", dtype).runs.append(run.items_per_s)
         record_ceiling(report, suffix, dtype, runner.model, bodies[0], run)
         keys = (["1"] if naive_model is not None else []) + [k + suffix for k in ("P", "2", "3")]
         progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
@@ -278,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--mixed", action=argparse.BooleanOptionalAction, default=True,
         help="also run the mixed-length workload on the first server (row 6)")
     add("--model-path", default="default")
+    add("--compile", action="store_true",
+        help="start the servers with --compile (rows 3 and 3b; compiling takes minutes before "
+             "they are ready); the in-process rows stay eager")
     add("--threads", type=int, default=None,
         help="torch threads in-process and in the servers (--num-threads; default: torch's)")
     return parser
@@ -303,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         # wait past the server's default 60 s and fail the run (seen, both layouts).
         servers = [stack.enter_context(start_server(
             "server", ["--model-path", args.model_path, "--dtype", dtype,
-                       "--request-timeout", "600", *threads]))
+                       "--request-timeout", "600", *threads,
+                       *(["--compile"] if args.compile else [])]))
             for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
@@ -312,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             runner = (naive_model_runner if DTYPES[dtype] == torch.float32
                       else offline.with_dtype(naive_model_runner, DTYPES[dtype]))
             naive_model = naive_model_runner.model if index == 0 else None
-            server.wait_ready()
+            server.wait_ready(1800 if args.compile else 180)
             progress(f"{dtype}: warming up")
             warm_up(runner, server, warm, args, naive_model)
             scores[dtype] = measure_dtype(report, "" if index == 0 else "b", dtype, runner,
