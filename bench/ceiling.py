@@ -10,8 +10,10 @@ the moment, as long as the matmul is timed next to it.
 """
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -29,6 +31,20 @@ class Ceiling:
 
     def fraction(self, items_per_s: float) -> float:
         return items_per_s / self.items_per_s
+
+
+def processor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name, its core count and torch's view of it (vector ISA, native bf16): the
+    line a table of these figures is kept under."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+    except OSError:
+        names = []
+    name = names[0] if names else platform.processor() or "unknown CPU"
+    bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return (f"{name}, {len(names) or '?'} logical CPUs, torch {torch.__version__} "
+            f"({torch.backends.cpu.get_cpu_capability()}, native bf16: {'yes' if bf16 else 'no'})")
 
 
 def linear_weights(model) -> int:

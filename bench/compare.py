@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from bench import offline
-from bench.ceiling import Ceiling, measure_ceiling
+from bench.ceiling import Ceiling, measure_ceiling, processor
 from bench.client import run_closed_loop
 from bench.server_process import RssSampler, ServerProcess, start_server
 from bench.summary import LoadPeaks, summarize
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{offline.max_abs_diff(*map(offline.label_softmax, flat)):.4f} "
                 f"(softmax over the labels, apply_softmax=true)")
     measure_free_server(report, rest, args)
-    print(f"\nQ={workload.query_tokens}, I={workload.item_tokens}, N={workload.num_items}, "
+    print(f"\n{processor()}\nQ={workload.query_tokens}, I={workload.item_tokens}, N={workload.num_items}, "
           f"{args.repeats} repeats x {args.requests} requests ({args.naive_requests} for the "
           f"naive loop), torch threads {torch.get_num_threads()}\n")
     print(format_report(report))

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from bench.ceiling import Ceiling, linear_weights, matmul_gflops, matmul_shape, measure_ceiling
+from bench.ceiling import Ceiling, linear_weights, matmul_gflops, matmul_shape, measure_ceiling, processor
 from tests.server.support import build_tiny_model
 
 
@@ -39,3 +39,12 @@ def test_measured_ceiling_is_positive_and_names_the_dtype(model):
     ceiling = measure_ceiling(model, torch.float32, 12, 18, 3, tokens=64, seconds=0.05)
     assert ceiling.dtype == "float32" and ceiling.tokens_per_item == 22
     assert ceiling.flops_per_token == 2 * linear_weights(model)
+
+
+def test_processor_names_the_cpu_and_counts_its_logical_cpus(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+                       "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n")
+    text = processor(cpuinfo)
+    assert text.startswith("Intel(R) Xeon(R) Platinum 8480+, 2 logical CPUs, torch ")
+    assert "native bf16: " in text
