@@ -157,6 +157,12 @@ class ModelRunner:
             if seq.request.prefix_ids:
                 rows_by_request.setdefault(seq.request.rid, []).append(row)
         # One row index per request, copied to the device once, not once per layer.
+        if len(rows_by_request) == 1 and len(next(iter(rows_by_request.values()))) == len(sequences):
+            # Every row shares one query: an expanded view, no copy here (the cache's own
+            # concatenation with the items' keys is the one copy the forward needs).
+            (rid,) = rows_by_request
+            return [(keys.expand(len(sequences), -1, -1, -1), values.expand(len(sequences), -1, -1, -1))
+                    for keys, values in self._prefix_cache[rid]]
         filled = [(torch.tensor(rows, device=self.device), self._prefix_cache[rid])
                   for rid, rows in rows_by_request.items()]
         layers = []
