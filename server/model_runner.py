@@ -150,8 +150,9 @@ class ModelRunner:
         return logits
 
     def _batch_cache(self, sequences: Seq[Sequence]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Fresh (keys, values) [batch, heads, slots, dim] per layer holding each row's kept prefix
-        keys and values, right-padded with zeros that the masks hide (slots: the most kept)."""
+        """(keys, values) [batch, heads, slots, dim] per layer holding each row's kept prefix keys
+        and values: fresh tensors right-padded with zeros that the masks hide (slots: the most
+        kept), or, when every row shares one query, that query's tensors expanded."""
         rows_by_request: dict[int, list[int]] = {}
         for row, seq in enumerate(sequences):
             if seq.request.prefix_ids:
