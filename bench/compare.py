@@ -1,7 +1,10 @@
 """`python -m bench.compare`: in ONE run, items/s of (1) the naive one-forward-per-item loop,
 (2) the offline batched path (ModelRunner.run, no HTTP, no scheduler), (3) the server over HTTP at
 saturation (closed loop), interleaved per repeat on the same requests, medians of the repeats; the
-same (2)/(3) in the other dtype and the label-probability difference between dtypes; (4) requests/s
+same (2)/(3) in the other dtype and the label-probability difference between dtypes; per dtype, the
+plain batched transformers forward (P: query+item for every item, one forward per request) on the
+same requests, the tokens each path computes per item, and every path's fraction of the machine's
+matmul ceiling in that dtype, timed in the same repeat (bench/ceiling.py); (4) requests/s
 of the scheduler + HTTP with a model that costs nothing; (5) the server's peak RSS under load;
 (6) on the first server, the uniform and the mixed-length workload's real tokens/s and the share of
 computed tokens that were padding, from the server's own counters.
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from bench import offline
+from bench.ceiling import Ceiling, measure_ceiling, processor
 from bench.client import run_closed_loop
 from bench.server_process import RssSampler, ServerProcess, start_server
 from bench.summary import LoadPeaks, summarize
@@ -59,11 +63,14 @@ class ServerRun:
     tokens_per_s: float     # real tokens computed (queries once, items) / time to complete all
     padding_fraction: float  # of the token positions the forwards computed
     peaks: LoadPeaks
+    computed_per_item: float = 0.0  # token positions the forwards computed per item (padding in)
 
 
 @dataclass
 class Report:
     paths: dict[str, Row] = field(default_factory=dict)
+    ceilings: dict[str, list[Ceiling]] = field(default_factory=dict)  # row suffix -> per repeat
+    tokens_per_item: dict[str, float] = field(default_factory=dict)   # path key -> computed
     tokens: dict[str, TokenRow] = field(default_factory=dict)  # workload name -> its server runs
     notes: list[str] = field(default_factory=list)
 
@@ -87,15 +94,39 @@ def format_report(report: Report) -> str:
         runs = ", ".join(f"{run:.2f}" for run in path.runs)
         lines.append(f"| {key} | {path.name} | {path.dtype} | {path.median:.2f} | {runs} |")
     ratios = [("server / naive", "3", "1"), ("server / offline", "3", "2"),
-              ("offline / naive", "2", "1"), ("server / naive", "3b", "1"),
-              ("server / offline", "3b", "2b")]
+              ("offline / naive", "2", "1"), ("server / plain batched", "3", "P"),
+              ("server / naive", "3b", "1"), ("server / offline", "3b", "2b"),
+              ("server / plain batched", "3b", "Pb")]
     lines.append("")
     for label, num, den in ratios:
         if num in report.paths and den in report.paths:
             dtypes = f"{report.paths[num].dtype} vs {report.paths[den].dtype}"
             lines.append(f"- {label} ({dtypes}): {report.ratio(num, den):.2f}x")
     lines += [f"- {note}" for note in report.notes]
-    return "\n".join(lines + format_tokens(report.tokens))
+    return "\n".join(lines + format_ceilings(report) + format_tokens(report.tokens))
+
+
+def format_ceilings(report: Report) -> list[str]:
+    """Per dtype: the matmul ceiling (best of the repeats), each path's fraction of it (medians),
+    and the tokens per item each path computed."""
+    if not report.ceilings:
+        return []
+    lines = ["", "| dtype | matmul GFLOP/s (best) | ceiling items/s | plain batched | offline | "
+             "server | server / plain batched | tokens per item: plain / server |",
+             "|---|---|---|---|---|---|---|---|"]
+    for suffix, ceilings in report.ceilings.items():
+        ceiling = max(ceilings, key=lambda c: c.matmul_gflops)
+        cells = [f"{ceiling.fraction(report.paths[k + suffix].median):.2f}"
+                 if k + suffix in report.paths else "-" for k in ("P", "2", "3")]
+        has_both = {"3" + suffix, "P" + suffix} <= report.paths.keys()
+        ratio = f"{report.ratio('3' + suffix, 'P' + suffix):.2f}x" if has_both else "-"
+        tokens = " / ".join(f"{report.tokens_per_item.get(k + suffix, 0):.0f}" for k in "P3")
+        lines.append(f"| {ceiling.dtype} | {ceiling.matmul_gflops:.0f} | {ceiling.items_per_s:.1f} | "
+                     + " | ".join(cells) + f" | {ratio} | {tokens} |")
+    lines += ["", "- fractions: items/s (median) / ceiling items/s; the ceiling: every linear-layer "
+              "FLOP of the tokens the server computes per item at the model-shaped matmul's "
+              "speed (bench/ceiling.py)"]
+    return lines
 
 
 def format_tokens(tokens: dict[str, TokenRow]) -> list[str]:
@@ -129,15 +160,17 @@ def server_run(server: ServerProcess, bodies: list[ScoreBody], concurrency: int,
                         item_count=len(bodies[0].items), distribution="CLOSED")
     if summary.num_failed:
         raise RuntimeError(f"{summary.num_failed} requests failed: {summary.failed_by_status}")
+    num_items = sum(len(body.items) for body in bodies)
     return ServerRun(summary.items_per_s, counts.num_real / summary.time_to_complete_all_s,
-                     counts.padding_fraction, result.peaks)
+                     counts.padding_fraction, result.peaks, counts.num_computed / num_items)
 
 
 def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: ServerProcess,
                   batches: list[list[ScoreBody]], args, naive_model=None,
                   mixed_batches: list[list[ScoreBody]] | None = None) -> list:
-    """Interleaved repeats of (naive), offline, server (and the server on mixed lengths) on the
-    same bodies; returns the offline scores of every repeat, for the dtype comparison."""
+    """Interleaved repeats of (naive), plain batched, offline, server (and the server on mixed
+    lengths) on the same bodies, then the matmul ceiling; returns the offline scores of every
+    repeat, for the dtype comparison."""
     rss: list[float] = []
     scores = []
     for repeat, bodies in enumerate(batches, 1):
@@ -145,26 +178,46 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
             naive = offline.measure_naive(naive_model, bodies[:args.naive_requests])
             report.path("1", "naive loop: one transformers forward per item", "float32"
                         ).runs.append(naive.items_per_s)
+        plain = offline.measure_plain_batched(runner.model, bodies)
+        report.path("P" + suffix, "plain batched forward: query+item per item, one forward a "
+                    "request", dtype).runs.append(plain.items_per_s)
         measured = offline.measure_runner(runner, bodies)
         report.path("2" + suffix, "offline: ModelRunner.run per request, no HTTP",
                     dtype).runs.append(measured.items_per_s)
         scores.append(measured.scores)
         run = server_run(server, bodies, args.concurrency, rss)
-        report.path("3" + suffix, f"server over HTTP, closed loop, {args.concurrency} in flight",
-                    dtype).runs.append(run.items_per_s)
-        keys = (["1"] if naive_model is not None else []) + ["2" + suffix, "3" + suffix]
+        compiled = " (--compile)" if args.compile else ""
+        report.path("3" + suffix, f"server{compiled} over HTTP, closed loop, {args.concurrency} "
+                    "in flight", dtype).runs.append(run.items_per_s)
+        record_ceiling(report, suffix, dtype, runner.model, bodies[0], run)
+        keys = (["1"] if naive_model is not None else []) + [k + suffix for k in ("P", "2", "3")]
         progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
-            f"{key} {report.paths[key].runs[-1]:.2f}" for key in keys) + " items/s; peak "
-            f"running {run.peaks.peak_running}, waiting {run.peaks.peak_waiting}")
+            f"{key} {report.paths[key].runs[-1]:.2f}" for key in keys) + " items/s; ceiling "
+            f"{report.ceilings[suffix][-1].items_per_s:.1f}; peak running "
+            f"{run.peaks.peak_running}, waiting {run.peaks.peak_waiting}")
         if mixed_batches:
             measure_mixed(report, dtype, server, run, mixed_batches[repeat - 1], args, rss)
         if naive_model is not None and repeat == 1:
             num = len(bodies[:args.naive_requests]) * len(bodies[0].items)
             diff = offline.max_abs_diff(naive.scores, measured.scores[:num])
             report.notes.append(f"max |offline - naive| label probability ({dtype}): {diff:.2e}")
+            diff = offline.max_abs_diff(plain.scores, measured.scores)
+            report.notes.append(f"max |offline - plain batched| label probability ({dtype}): "
+                                f"{diff:.2e}")
     report.notes.append(f"server ({dtype}) peak RSS: {max(rss):.0f} MiB sampled under load, "
                         f"{server.peak_rss_mib():.0f} MiB VmHWM since start (includes loading)")
     return scores
+
+
+def record_ceiling(report: Report, suffix: str, dtype: str, model, body: ScoreBody,
+                   run: ServerRun) -> None:
+    """The matmul ceiling timed right after this repeat's paths, and the tokens per item each
+    path computed (the server's from its counters)."""
+    query, items = len(body.query), len(body.items)
+    report.ceilings.setdefault(suffix, []).append(
+        measure_ceiling(model, DTYPES[dtype], query, len(body.items[0]), items))
+    report.tokens_per_item["P" + suffix] = query + len(body.items[0])
+    report.tokens_per_item["3" + suffix] = run.computed_per_item
 
 
 def measure_mixed(report: Report, dtype: str, server: ServerProcess, uniform: ServerRun,
@@ -182,6 +235,7 @@ def warm_up(runner, server: ServerProcess, body: ScoreBody, args, naive_model=No
     if naive_model is not None:
         offline.naive_scores(naive_model, ScoreBody(body.query, body.items[:2],
                                                     body.label_token_ids))
+    offline.plain_batched_scores(runner.model, body)
     offline.runner_scores(runner, body)
     asyncio.run(run_closed_loop(server.url, [body] * args.concurrency, args.concurrency, 600))
 
@@ -225,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--mixed", action=argparse.BooleanOptionalAction, default=True,
         help="also run the mixed-length workload on the first server (row 6)")
     add("--model-path", default="default")
+    add("--compile", action="store_true",
+        help="start the servers with --compile (rows 3 and 3b; compiling takes minutes before "
+             "they are ready); the in-process rows stay eager")
     add("--threads", type=int, default=None,
         help="torch threads in-process and in the servers (--num-threads; default: torch's)")
     return parser
@@ -250,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         # wait past the server's default 60 s and fail the run (seen, both layouts).
         servers = [stack.enter_context(start_server(
             "server", ["--model-path", args.model_path, "--dtype", dtype,
-                       "--request-timeout", "600", *threads]))
+                       "--request-timeout", "600", *threads,
+                       *(["--compile"] if args.compile else [])]))
             for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
@@ -259,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             runner = (naive_model_runner if DTYPES[dtype] == torch.float32
                       else offline.with_dtype(naive_model_runner, DTYPES[dtype]))
             naive_model = naive_model_runner.model if index == 0 else None
-            server.wait_ready()
+            server.wait_ready(1800 if args.compile else 180)
             progress(f"{dtype}: warming up")
             warm_up(runner, server, warm, args, naive_model)
             scores[dtype] = measure_dtype(report, "" if index == 0 else "b", dtype, runner,
@@ -274,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{offline.max_abs_diff(*map(offline.label_softmax, flat)):.4f} "
                 f"(softmax over the labels, apply_softmax=true)")
     measure_free_server(report, rest, args)
-    print(f"\nQ={workload.query_tokens}, I={workload.item_tokens}, N={workload.num_items}, "
+    print(f"\n{processor()}\nQ={workload.query_tokens}, I={workload.item_tokens}, N={workload.num_items}, "
           f"{args.repeats} repeats x {args.requests} requests ({args.naive_requests} for the "
           f"naive loop), torch threads {torch.get_num_threads()}\n")
     print(format_report(report))

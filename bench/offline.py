@@ -1,7 +1,9 @@
 """In-process measurements, no HTTP and no scheduler: the naive loop a user writes first (one full
-transformers forward per query+item, logits at every position), and the project's offline batched
+transformers forward per query+item, logits at every position), the plain batched forward a user
+writes next (one transformers forward over query+item for all of a request's items, logits at the
+last position only: the baseline the query sharing must beat), and the project's offline batched
 path (server.model_runner.ModelRunner.run on one request's items at a time, query computed once).
-Both return the label probabilities too, so the paths can be checked against each other.
+All return the label probabilities too, so the paths can be checked against each other.
 """
 from __future__ import annotations
 
@@ -36,6 +38,21 @@ def naive_scores(model, body: ScoreBody) -> Scores:
     return scores
 
 
+def plain_batched_scores(model, body: ScoreBody) -> Scores:
+    """One transformers forward over [items, query+item] (no padding: the items of a body have
+    one length), the LM head at the last position only (`logits_to_keep=1`): query+item tokens
+    computed per item, the query not shared."""
+    lengths = {len(item) for item in body.items}
+    if len(lengths) != 1:
+        raise ValueError(f"the plain batched forward needs items of one length, got {lengths}")
+    labels = torch.tensor(body.label_token_ids)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        input_ids = torch.tensor([body.query + item for item in body.items], device=device)
+        logits = model(input_ids, logits_to_keep=1).logits[:, -1].float().cpu()
+    return torch.softmax(logits, dim=-1)[:, labels].tolist()
+
+
 def runner_scores(runner: ModelRunner, body: ScoreBody) -> Scores:
     """One request through ModelRunner.run, as the engine would run it alone in a batch."""
     request = Request.create(body.query, list(body.items),
@@ -55,6 +72,10 @@ def measure(score_one, bodies: list[ScoreBody]) -> Measurement:
 
 def measure_naive(model, bodies: list[ScoreBody]) -> Measurement:
     return measure(lambda body: naive_scores(model, body), bodies)
+
+
+def measure_plain_batched(model, bodies: list[ScoreBody]) -> Measurement:
+    return measure(lambda body: plain_batched_scores(model, body), bodies)
 
 
 def measure_runner(runner: ModelRunner, bodies: list[ScoreBody]) -> Measurement:

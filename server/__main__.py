@@ -37,6 +37,9 @@ def build_engine(config: ServerConfig) -> Engine:
         runner = ModelRunner(model, tokenizer, device)
     except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
         raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
+    if config.compile:
+        log.info("compiling the items forward (--compile); ready once it is warm")
+        runner.compile()
     return Engine(config, runner)
 
 

@@ -21,8 +21,9 @@ import torch
 
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
+from server.compiled_forward import ItemsForward
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
-from server.sequence import RunResult, Sequence, requests_of
+from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
 from server.special_tokens import special_tokens_of
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
@@ -39,6 +40,7 @@ class ModelRunner:
         self.special_tokens = special_tokens_of(tokenizer)  # what it adds around a text (a BOS)
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
+        self._items_forward = ItemsForward(self._decoder)
         self._lm_head = model.get_output_embeddings()
         self._windows = layer_windows(model.config)  # mask key -> window
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
@@ -71,6 +73,22 @@ class ModelRunner:
         live = set(live_request_ids)
         for rid in [rid for rid in self._prefix_cache if rid not in live]:
             del self._prefix_cache[rid]
+
+    @property
+    def is_compiled(self) -> bool:
+        return self._items_forward.is_compiled
+
+    def compile(self) -> float:
+        """Compile the items forward (compiled_forward.py) and warm it on synthetic batches; call
+        before serving. Returns the seconds it took."""
+        return self._items_forward.compile(self._warm_up)
+
+    def _warm_up(self, rows: int, own_tokens: int, prefix_tokens: int) -> None:
+        ids = tuple(i % self.vocab_size for i in range(prefix_tokens + own_tokens))
+        request = Request.create(ids[:prefix_tokens], [ids[prefix_tokens:]] * rows,
+                                 ScoringOptions((0,), False))
+        self.run(request.sequences)
+        self._prefix_cache.pop(request.rid, None)
 
     @torch.inference_mode()
     def run(self, sequences: Seq[Sequence]) -> RunResult:
@@ -124,27 +142,28 @@ class ModelRunner:
         masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
                  for kind, window in self._windows.items()}
 
-        out = self._decoder(
-            input_ids=input_ids.to(self.device),
-            attention_mask=masks[""] if "" in masks else masks,
-            position_ids=positions.to(self.device),
-            cache=self._batch_cache(sequences) if max_prefix else None,
-            use_cache=bool(max_prefix),
-        )
+        hidden = self._items_forward(input_ids.to(self.device), masks[""] if "" in masks else masks,
+                                     positions.to(self.device),
+                                     self._batch_cache(sequences) if max_prefix else None)
         last = torch.tensor(own_lens, device=self.device) - 1
-        hidden = out.last_hidden_state[torch.arange(batch, device=self.device), last]
+        hidden = hidden[torch.arange(batch, device=self.device), last]
         return final_logits(self.model.config, self._lm_head(hidden)).float()
 
-    def _batch_cache(self, sequences: Seq[Sequence]):
-        """A fresh cache [batch, heads, slots, dim] per layer holding each row's kept prefix
-        keys and values, right-padded with zeros that the masks hide (slots: the most kept)."""
-        from transformers import DynamicCache
-
+    def _batch_cache(self, sequences: Seq[Sequence]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(keys, values) [batch, heads, slots, dim] per layer holding each row's kept prefix keys
+        and values: fresh tensors right-padded with zeros that the masks hide (slots: the most
+        kept), or, when every row shares one query, that query's tensors expanded."""
         rows_by_request: dict[int, list[int]] = {}
         for row, seq in enumerate(sequences):
             if seq.request.prefix_ids:
                 rows_by_request.setdefault(seq.request.rid, []).append(row)
         # One row index per request, copied to the device once, not once per layer.
+        if len(rows_by_request) == 1 and len(next(iter(rows_by_request.values()))) == len(sequences):
+            # Every row shares one query: an expanded view, no copy here (the cache's own
+            # concatenation with the items' keys is the one copy the forward needs).
+            (rid,) = rows_by_request
+            return [(keys.expand(len(sequences), -1, -1, -1), values.expand(len(sequences), -1, -1, -1))
+                    for keys, values in self._prefix_cache[rid]]
         filled = [(torch.tensor(rows, device=self.device), self._prefix_cache[rid])
                   for rid, rows in rows_by_request.items()]
         layers = []
@@ -158,7 +177,7 @@ class ModelRunner:
                 keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
                 values[index, :, :prefix_values.shape[2]] = prefix_values
             layers.append((keys, values))
-        return DynamicCache(ddp_cache_data=layers)  # full layers: the masks do the windowing
+        return layers  # a cache of full layers (compiled_forward): the masks do the windowing
 
 
 def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[float]]:

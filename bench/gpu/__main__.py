@@ -5,7 +5,9 @@
 3. a random-init Qwen3-0.6B-shaped model (bench/gpu/qwen3-0.6b.json) saved to a temp folder;
 4. `python -m server` on it in bfloat16 on CUDA, then bench.score_load's open-loop Poisson run
    (160 requests/s, 60 s, query 120 + 10 items x 180 token ids) with GPU memory sampled;
-5. SGLang's summary fields, peak running / waiting, peak GPU memory, beside SGLang's H100 figures.
+5. SGLang's summary fields, peak running / waiting, peak GPU memory, beside SGLang's H100 figures;
+6. the ratios `make bench` reports: server / the plain batched forward of the same workload, and the
+   fraction of the bf16 matmul ceiling, both measured in-process after the load (bench/gpu/ratios.py).
 --dry-run: a tiny model on the CPU and a 1 s load: the whole path in seconds.
 """
 from __future__ import annotations
@@ -49,8 +51,9 @@ def load_args(args: argparse.Namespace, url: str) -> list[str]:
               for item in (f"--{name.replace('_', '-')}", str(value)))]
 
 
-def run_load(folder: Path, device: str, args: argparse.Namespace) -> str:
-    """Serve `folder` in bfloat16 on `device`, run the open-loop load, return the report text."""
+def run_load(folder: Path, device: str, args: argparse.Namespace) -> tuple[str, float]:
+    """Serve `folder` in bfloat16 on `device`, run the open-loop load; the report text and the
+    server's items/s."""
     from bench import score_load
     from bench.gpu.memory import GpuMemorySampler
     from bench.server_process import RssSampler, start_server
@@ -65,7 +68,17 @@ def run_load(folder: Path, device: str, args: argparse.Namespace) -> str:
             summary = asyncio.run(score_load.run(load))
     gpu_text = f"{gpu.peak_mib:.0f} MiB" if gpu.peak_mib is not None else "n/a (no nvidia-smi)"
     return (f"{format_summary(summary)}\npeak GPU memory (server process): {gpu_text}\n"
-            f"peak RSS (server process): {rss.peak_mib:.0f} MiB\nfor comparison: {SGLANG}")
+            f"peak RSS (server process): {rss.peak_mib:.0f} MiB\nfor comparison: {SGLANG}",
+            summary.items_per_s)
+
+
+def workload_of(args: argparse.Namespace):
+    from bench.workload import Workload
+
+    defaults = DRY if args.dry_run else FULL
+    sizes = [int(getattr(args, name) or defaults[name])
+             for name in ("num_items", "query_tokens", "item_tokens")]
+    return Workload(*sizes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         folder = tiny if args.dry_run else build_model_folder(Path(work) / "qwen3-0.6b", False)
         print(f"serving {folder.name} in bfloat16 on {device}", flush=True)
-        print(run_load(folder, device, args))
+        text, items_per_s = run_load(folder, device, args)
+        print(text, flush=True)
+        from bench.gpu.ratios import measure_ratios
+
+        print(measure_ratios(folder, device, workload_of(args), items_per_s, args.seed))
     return 0
 
 

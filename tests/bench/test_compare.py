@@ -1,12 +1,14 @@
 """bench.compare's report: medians of the repeats, the ratios the issue asks for, the notes."""
 import pytest
 
+from bench.ceiling import Ceiling
 from bench.compare import Report, build_parser, format_report
 
 
 def report_of(**runs):
     report = Report()
-    names = {"1": "naive", "2": "offline", "3": "server", "2b": "offline", "3b": "server"}
+    names = {"1": "naive", "2": "offline", "3": "server", "2b": "offline", "3b": "server",
+             "P": "plain", "Pb": "plain"}
     for key, values in runs.items():
         key = key.removeprefix("r")
         report.path(key, names[key], "bfloat16" if key.endswith("b") else "float32"
@@ -71,3 +73,15 @@ def test_tokens_table_and_mixed_to_uniform_ratio():
     assert "| uniform | 400 | 400, 420, 380 | 0.0% | 2.00 |" in text
     assert "| mixed | 350 | 340, 360, 350 | 4.0% | 1.90 |" in text
     assert "- mixed / uniform real tokens/s: 0.88" in text
+
+
+def test_ceiling_table_gives_each_path_its_fraction_and_the_server_plain_ratio():
+    report = report_of(rP=[10.0], r2=[20.0], r3=[18.0], rPb=[12.9], r2b=[25.0], r3b=[22.0])
+    report.ceilings[""] = [Ceiling("float32", 300.0, 2e8, 192.0), Ceiling("float32", 400.0, 2e8, 192.0)]
+    report.ceilings["b"] = [Ceiling("bfloat16", 3000.0, 2 * 106e6, 192.0)]
+    report.tokens_per_item.update({"P": 300, "3": 192, "Pb": 300, "3b": 192.5})
+    text = format_report(report)
+    # float32: the best of the repeats' matmuls (400 GFLOP/s) -> 10.4 items/s
+    assert "| float32 | 400 | 10.4 | 0.96 | 1.92 | 1.73 | 1.80x | 300 / 192 |" in text
+    assert "| bfloat16 | 3000 | 73.7 | 0.18 | 0.34 | 0.30 | 1.71x | 300 / 192 |" in text
+    assert "server / plain batched (bfloat16 vs bfloat16): 1.71x" in text

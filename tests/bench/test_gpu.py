@@ -67,6 +67,8 @@ def test_dry_run_checks_serves_and_reports():
     out = done.stdout
     assert out.count("? ok") == 3 and "FAILED" not in out
     for field in ("Requests succeeded:", "Items/s achieved:", "P99 latency:", "Peak running:",
-                  "peak GPU memory (server process): n/a", "SGLang (H100, Qwen3-0.6B)"):
+                  "peak GPU memory (server process): n/a", "SGLang (H100, Qwen3-0.6B)",
+                  "plain batched forward (bfloat16", "bfloat16 matmul ceiling:",
+                  "server / plain batched forward:", "fraction of the ceiling: server"):
         assert field in out
     assert "Requests failed:      0" in out

@@ -83,3 +83,15 @@ def test_max_abs_diff_refuses_lists_of_different_length():
 ], ids=["two-labels", "three-labels", "all-zero"])
 def test_label_softmax(scores, expected):
     assert offline.label_softmax([scores])[0] == pytest.approx(expected)
+
+
+def test_plain_batched_forward_scores_as_the_naive_loop(runner, bodies):
+    for body in bodies:
+        assert offline.max_abs_diff(offline.plain_batched_scores(runner.model, body),
+                                    offline.naive_scores(runner.model, body)) < 1e-6
+
+
+def test_plain_batched_forward_refuses_items_of_different_lengths(runner):
+    from bench.workload import ScoreBody
+    with pytest.raises(ValueError, match="one length"):
+        offline.plain_batched_scores(runner.model, ScoreBody((101,), ((102,), (103, 104)), (5,)))
