@@ -112,10 +112,11 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                 default_gateway_image: str | None = None) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
-    default_image is the operator's own image (one image serves both); used only for CPU fleets,
-    because nothing says it was built with CUDA. default_prometheus_address is the operator's
-    Prometheus for keda mode's trigger, when the fleet names none. operator_namespace is where the
-    operator runs (its scrape of the pods comes from there: the NetworkPolicy admits it).
+    default_image is the operator's server image (SCORING_FLEET_DEFAULT_IMAGE; the operator itself
+    runs the control image); used only for CPU fleets, because nothing says it was built with CUDA.
+    default_prometheus_address is the operator's Prometheus for keda mode's trigger, when the fleet
+    names none. operator_namespace is where the operator runs (its scrapes of the pods and the
+    gateway come from there: the NetworkPolicies admit it).
     default_gateway_image is the operator's image for gateway pods (the control image), when
     spec.gateway.image is not set.
     """

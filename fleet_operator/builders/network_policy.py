@@ -5,7 +5,9 @@ gateway pods (they route requests and read /get_load), the operator's namespace 
 autoscaler scrapes /metrics from there) and spec.networkPolicy.allowFrom (e.g. Prometheus'
 namespace); nothing else, so no pod in the cluster can go around the gateway and its key. The
 gateway's policy (<fleet>-gateway) admits gatewayAllowFrom, or anyone when that is empty: it is
-the fleet's front door, and the rule says so even in a namespace whose default is deny. Egress is
+the fleet's front door, and the rule says so even in a namespace whose default is deny. A listed
+gatewayAllowFrom also admits the operator's namespace: the native autoscaler reads the gateway's
+waiting requests from there, the only signal that wakes a fleet at 0. Egress is
 not restricted (the hub, the API server, the workers). Each rule is one ingress entry, so
 `kubectl describe networkpolicy` reads as the list below.
 """
@@ -32,20 +34,29 @@ def build_network_policy(fleet: FleetSpec) -> dict[str, Any]:
     """The scoring pods' policy: only the gateway, the operator's namespace and the listed peers."""
     policy = fleet.network_policy
     peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": gateway_selector_labels(fleet.name)}}]
-    if policy.operator_namespace is not None:
-        peers.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: policy.operator_namespace}}})
+    peers += _operator_peers(fleet)
     peers += [dict(peer) for peer in policy.allow_from]
     return _policy(fleet.name, fleet.namespace, fleet_labels(fleet.name), selector_labels(fleet.name),
                    [_rule(fleet.server.port, [peer]) for peer in peers])
 
 
 def build_gateway_network_policy(fleet: FleetSpec) -> dict[str, Any]:
-    """The gateway's policy: its port from gatewayAllowFrom, or from anywhere when none is listed."""
-    peers = fleet.network_policy.gateway_allow_from
-    rules = [_rule(fleet.gateway.port, [dict(peer) for peer in peers])] if peers else \
-        [_rule(fleet.gateway.port, None)]
+    """The gateway's policy: its port from gatewayAllowFrom (and the operator's namespace, for the
+    demand scrape), or from anywhere when none is listed."""
+    listed = fleet.network_policy.gateway_allow_from
+    port = fleet.gateway.port
+    rules = [_rule(port, [dict(peer) for peer in listed] + _operator_peers(fleet))] if listed else \
+        [_rule(port, None)]
     return _policy(gateway_name(fleet.name), fleet.namespace, gateway_labels(fleet.name),
                    gateway_selector_labels(fleet.name), rules)
+
+
+def _operator_peers(fleet: FleetSpec) -> list[dict[str, Any]]:
+    """The operator's namespace as a peer (its scrapes come from there), or none when unknown."""
+    namespace = fleet.network_policy.operator_namespace
+    if namespace is None:
+        return []
+    return [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}]
 
 
 def _rule(port: int, peers: list[dict[str, Any]] | None) -> dict[str, Any]:

@@ -177,8 +177,10 @@ def test_the_gateway_admits_only_its_listed_peers_when_given():
     office = {"ipBlock": {"cidr": "10.20.0.0/16", "except": ["10.20.9.0/24"]}}
     policy = build_gateway_network_policy(fleet(gateway={"enabled": True},
                                                 networkPolicy={"gatewayAllowFrom": [office, PROMETHEUS]}))
+    operator = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "scoring-system"}}}
+    # the operator's namespace too: the native autoscaler reads the gateway's demand from there
     assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 30080}],
-                                          "from": [office, PROMETHEUS]}]
+                                          "from": [office, PROMETHEUS, operator]}]
 
 
 @pytest.mark.parametrize("enabled,gateway,built,removed", [

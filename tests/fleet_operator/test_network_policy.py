@@ -130,7 +130,10 @@ def test_the_scoring_pods_admit_only_the_gateway_the_operator_and_the_listed_pee
     ([], NEIGHBOUR, True), ([], OFFICE, True), ([], ELSEWHERE, True),
     ([{"ipBlock": {"cidr": "10.20.0.0/16"}}], OFFICE, True),
     ([{"ipBlock": {"cidr": "10.20.0.0/16"}}], NEIGHBOUR, False),
-], ids=["anyone-neighbour", "anyone-outside", "anyone-elsewhere", "listed-cidr", "unlisted"])
+    ([{"ipBlock": {"cidr": "10.20.0.0/16"}}], OPERATOR, True),
+    ([{"ipBlock": {"cidr": "10.20.0.0/16"}}], PROMETHEUS, False),
+], ids=["anyone-neighbour", "anyone-outside", "anyone-elsewhere", "listed-cidr", "unlisted",
+        "listed-still-the-operator", "listed-not-prometheus"])
 def test_the_gateway_admits_anyone_unless_told(allow, source, admitted):
     policies = [c for c in children(networkPolicy={"gatewayAllowFrom": allow}) if c["kind"] == "NetworkPolicy"]
     assert admits(policies, GATEWAY, 30080, source) is admitted
