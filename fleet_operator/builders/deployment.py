@@ -64,6 +64,13 @@ def termination_grace_s(fleet: FleetSpec) -> int:
     return PRESTOP_SLEEP_S + drain_timeout_s(fleet) + SERVER_SHUTDOWN_S + EXIT_MARGIN_S
 
 
+def prestop_sleep() -> dict[str, Any]:
+    """The container lifecycle that sleeps PRESTOP_SLEEP_S before SIGTERM (the image's python: no
+    shell needed), so Services and the gateway's watch drop the pod while it still admits work."""
+    return {"preStop": {"exec": {"command": [
+        "python", "-c", f"import time; time.sleep({PRESTOP_SLEEP_S})"]}}}
+
+
 def build_deployment(fleet: FleetSpec) -> dict[str, Any]:
     labels = fleet_labels(fleet.name)
     return {
@@ -139,8 +146,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "readinessProbe": {"httpGet": {"path": "/health_generate", **http}, "periodSeconds": 5,
                            "timeoutSeconds": 5, "failureThreshold": 3},
         # NOTE: exec python, not `sleep`: the image need not ship coreutils.
-        "lifecycle": {"preStop": {"exec": {"command": [
-            "python", "-c", f"import time; time.sleep({PRESTOP_SLEEP_S})"]}}},
+        "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
                          {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet)],

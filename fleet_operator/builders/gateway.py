@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.builders.deployment import api_key_env
+from fleet_operator.builders.deployment import EXIT_MARGIN_S, PRESTOP_SLEEP_S, api_key_env, prestop_sleep
 from fleet_operator.builders.security import container_security_context, pod_security_context
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
 
 CONTAINER_NAME = "gateway"
+# On SIGTERM the gateway stops listening and lets requests in flight finish for at most this long
+# (gateway/connections.py SHUTDOWN_TIMEOUT_S; tests/test_shared_constants.py ties the two).
+GATEWAY_SHUTDOWN_S = 60
+# Kubernetes' default 30 s would cut that short: the preStop sleep, the shutdown, a margin.
+GATEWAY_GRACE_S = PRESTOP_SLEEP_S + GATEWAY_SHUTDOWN_S + EXIT_MARGIN_S
 
 
 def gateway_args(fleet: FleetSpec) -> list[str]:
@@ -60,6 +65,7 @@ def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
 def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
     return {
         "serviceAccountName": gateway_name(fleet.name),
+        "terminationGracePeriodSeconds": GATEWAY_GRACE_S,
         "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
@@ -86,6 +92,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         # and a fleet at zero must still reach its gateway for requests to wait and wake it.
         "readinessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 5,
                            "timeoutSeconds": 5, "failureThreshold": 3},
+        "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     }
