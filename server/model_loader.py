@@ -84,7 +84,9 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     if reason is not None:
         raise ModelLoadError(f"refusing model '{model_path}': {reason}")
     refuse_unsupported(model_path, model.config)  # now with the attention implementation chosen
-    return model.to(device).eval(), tokenizer
+    # e.g. a model larger than the GPU's memory: a one-line exit 2 too, not a traceback
+    model = attempt(f"could not move model '{model_path}' to {device} as {dtype}", model.to, device)
+    return model.eval(), tokenizer
 
 
 def load_config(model_path: str, source: str, extra: dict):
