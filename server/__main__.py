@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
              time.monotonic() - load_started, torch.get_num_threads())
     age = seconds_since_start()
-    log.info("ready %s; serving on %s:%d", "" if age is None else f"in {age:.1f} s after start",
+    log.info("ready%s; serving on %s:%d", "" if age is None else f" in {age:.1f} s after start",
              config.host, config.port)
     return serve(config, engine)
 

@@ -8,9 +8,10 @@ FastAPI passes HTTPException through while it reads a body, and turns anything e
 """
 from __future__ import annotations
 
-import json
-
 from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+
+from server.schemas import ErrorResponse
 
 
 class BodySizeLimit:
@@ -27,7 +28,7 @@ class BodySizeLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers", ())).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._refuse(send)
+            return await self._refusal()(scope, receive, send)
         received = 0
 
         async def counting_receive():
@@ -41,10 +42,6 @@ class BodySizeLimit:
 
         await self.app(scope, counting_receive, send)
 
-    async def _refuse(self, send) -> None:
-        body = json.dumps({"object": "error", "message": self.message, "type": "BadRequestError",
-                           "param": None, "code": 413}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    def _refusal(self) -> JSONResponse:
+        body = ErrorResponse(message=self.message, type="BadRequestError", code=413)
+        return JSONResponse(body.model_dump(), status_code=413)

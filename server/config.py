@@ -76,6 +76,11 @@ class ServerConfig:
             raise ValueError(f"header_timeout must be > 0 seconds, got {self.header_timeout_s}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
+            # The header's token is compared stripped, so such a key would refuse every request
+            # (or, empty, let in a bare 'Bearer '). The message never holds the key.
+            raise ValueError("the API key must not be empty nor begin or end with whitespace "
+                             "(a Secret's value with a trailing newline?)")
 
     def resolve(self, device: str, dtype: str) -> ServerConfig:
         """The effective config on `device` in `dtype` (what "auto" turned into): fills the

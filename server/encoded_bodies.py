@@ -8,7 +8,9 @@ passes them on plain (docs/gateway.md), so no compressed body reaches a server t
 """
 from __future__ import annotations
 
-import json
+from starlette.responses import JSONResponse
+
+from server.schemas import ErrorResponse
 
 ACCEPTED = (b"", b"identity")
 
@@ -19,18 +21,17 @@ class RefuseEncodedBodies:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            encoding = dict(scope.get("headers", ())).get(b"content-encoding", b"")
-            if encoding.strip().lower() not in ACCEPTED:
-                return await _refuse(send, encoding.decode("latin-1"))
+            # every Content-Encoding header: a request may repeat it (gzip, then identity)
+            encodings = [value for name, value in scope.get("headers", ())
+                         if name == b"content-encoding"]
+            refused = [value for value in encodings if value.strip().lower() not in ACCEPTED]
+            if refused:
+                return await _refusal(refused[0].decode("latin-1"))(scope, receive, send)
         return await self.app(scope, receive, send)
 
 
-async def _refuse(send, encoding: str) -> None:
+def _refusal(encoding: str) -> JSONResponse:
     message = (f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed "
                "(the fleet gateway decodes gzip and deflate)")
-    body = json.dumps({"object": "error", "message": message, "type": "BadRequestError",
-                       "param": None, "code": 415}).encode()
-    await send({"type": "http.response.start", "status": 415,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    body = ErrorResponse(message=message, type="BadRequestError", code=415)
+    return JSONResponse(body.model_dump(), status_code=415)

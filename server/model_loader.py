@@ -73,7 +73,8 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
         source, extra = str(path.parent), {"gguf_file": path.name}
     else:
         source, extra = model_path, {}
-    log.info("loading %s%s on %s as %s", source, f" ({path.name})" if extra else "", device, dtype)
+    if extra:  # __main__ has said what loads on which device; here only where a GGUF file is
+        log.info("reading GGUF file %s", path)
     load_config(model_path, source, extra)  # an unsupported model is refused before its weights
     tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
                         AutoTokenizer.from_pretrained, source, trust_remote_code=False, **extra)
@@ -84,7 +85,9 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     if reason is not None:
         raise ModelLoadError(f"refusing model '{model_path}': {reason}")
     refuse_unsupported(model_path, model.config)  # now with the attention implementation chosen
-    return model.to(device).eval(), tokenizer
+    # e.g. a model larger than the GPU's memory: a one-line exit 2 too, not a traceback
+    model = attempt(f"could not move model '{model_path}' to {device} as {dtype}", model.to, device)
+    return model.eval(), tokenizer
 
 
 def load_config(model_path: str, source: str, extra: dict):

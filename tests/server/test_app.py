@@ -330,6 +330,19 @@ def test_a_compressed_body_is_a_415_valid_or_not(encoding):
         assert identity.status_code == 200
 
 
+def test_a_second_content_encoding_header_is_read_too():
+    # gzip, then identity: reading only the last header (a dict of them) let the gzip through (400)
+    import gzip
+    with serving(FakeRunner()) as (url, _):
+        response = httpx.post(f"{url}/v1/score", content=gzip.compress(b"{}"),
+                              headers=[("content-type", "application/json"),
+                                       ("content-encoding", "gzip"),
+                                       ("content-encoding", "identity")])
+    assert response.status_code == 415, response.text
+    assert response.json() == {"object": "error", "type": "BadRequestError", "param": None,
+                               "code": 415, "message": response.json()["message"]}
+
+
 def test_a_sequence_over_the_token_budget_is_a_400_naming_the_limit():
     with serving(FakeRunner(), max_total_tokens=8, max_prefill_tokens=8) as (url, _):
         response = post(url, {"query": [1] * 6, "items": [[2], [3] * 3], "label_token_ids": [1]})

@@ -52,6 +52,19 @@ def test_the_api_key_comes_from_the_env_var_unless_the_flag_gives_one(argv, envi
     assert parse_args(argv, environ).api_key == key
 
 
+@pytest.mark.parametrize(("argv", "environ"), [
+    (["--api-key", ""], {}),
+    ([], {API_KEY_ENV: "s3cret\n"}),  # a Secret made from a file that ends in a newline
+    (["--api-key", " s3cret"], {}),
+], ids=["empty-flag", "env-trailing-newline", "flag-leading-space"])
+def test_a_key_no_header_could_match_is_a_usage_error(argv, environ, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, environ)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert "API key must not be empty" in error and "s3cret" not in error
+
+
 def test_the_api_key_is_never_in_the_config_repr():
     config = parse_args([], {API_KEY_ENV: "s3cret"})
     assert "s3cret" not in repr(config) and "s3cret" not in str(config.to_dict())

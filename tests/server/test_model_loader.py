@@ -88,6 +88,15 @@ def test_a_model_that_cannot_be_served_is_one_load_error_naming_the_cause(broken
         assert word in message, message
 
 
+def test_a_device_the_model_cannot_go_to_is_one_load_error(tiny_model_dir):
+    # cuda:99 exists nowhere: a CPU build refuses CUDA, a GPU build the ordinal (as for a model
+    # larger than the GPU's memory, the move is the last step that can fail)
+    with pytest.raises(ModelLoadError) as refused:
+        load_model(str(tiny_model_dir), torch.device("cuda", 99), torch.float32)
+    message = str(refused.value)
+    assert "\n" not in message and "could not move model" in message and "cuda:99" in message
+
+
 def test_loading_info_without_gaps_is_no_reason():
     assert incomplete_weights_reason({"missing_keys": set(), "unexpected_keys": {"extra"},
                                       "mismatched_keys": set(), "error_msgs": []}) is None
