@@ -16,8 +16,11 @@ from gateway.workers import Worker
 log = logging.getLogger("gateway.workers")
 
 
-def worker_state(worker: Worker | None, is_gone: bool) -> tuple[str, str]:
-    """(state, reason) of a worker's record; pure. `worker` None: not in rotation."""
+def worker_state(worker: Worker | None, is_gone: bool,
+                 key_required: bool = False) -> tuple[str, str]:
+    """(state, reason) of a worker's record; pure. `worker` None: not in rotation. With
+    `key_required` (the gateway has a key) a worker is ready only once it is known to accept it,
+    as for the picker and /ready (Worker.is_fresh)."""
     if worker is None:
         return ("gone", "left the rotation") if is_gone else ("unknown", "")
     if worker.failed:
@@ -28,6 +31,8 @@ def worker_state(worker: Worker | None, is_gone: bool) -> tuple[str, str]:
         return "draining", "answered 503 and closed the connection: shutting down"
     if worker.answered_at is None:
         return "joined", "waiting for its first /get_load answer"
+    if key_required and worker.key_accepted is None:
+        return "joined", "waiting for the API key check"
     return "ready", "/get_load answered"
 
 
@@ -40,12 +45,12 @@ def describe_error(error: BaseException) -> str:
 class TransitionLog:
     """WorkerRegistry's on_change: `observe(url, record or None, gone)` after each change."""
 
-    def __init__(self, logger: logging.Logger = log) -> None:
-        self.logger = logger
+    def __init__(self, logger: logging.Logger = log, key_required: bool = False) -> None:
+        self.logger, self.key_required = logger, key_required
         self._last: dict[str, str] = {}
 
     def observe(self, url: str, worker: Worker | None, is_gone: bool) -> None:
-        state, reason = worker_state(worker, is_gone)
+        state, reason = worker_state(worker, is_gone, self.key_required)
         if self._last.get(url) == state:
             return
         if state in ("gone", "unknown"):
