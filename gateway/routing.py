@@ -21,7 +21,6 @@ import aiohttp
 from gateway.config import GatewayConfig
 from gateway.errors import error_reply
 from gateway.intake import count_sequences, parse_body
-from gateway.key_check import note_key
 from gateway.metrics import GatewayMetrics
 from gateway.picker import pick
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
@@ -131,7 +130,7 @@ class Router:
         if answer.status == 401 and self.config.api_key is not None:
             # The client passed the gateway's check and the gateway sent its own key: the worker
             # has another one. Not the client's fault: the worker is out until it takes the key.
-            note_key(self.registry, worker.url, False, "a routed request")
+            self.registry.record_key(worker.url, False)
             return Unreachable("unauthorized", f"{worker.url} rejects the gateway's API key (401)")
         return answer
 

@@ -1,8 +1,9 @@
 """The gateway's log of its workers: one line per change of a worker's state, with the reason.
 
-States: `joined` (in rotation, no /get_load answer yet), `ready` (its last poll answered), `stale`
-(a poll or a connection failed: why), `unauthorized` (it rejects the gateway's API key: key_check.py
-says more), `draining` (it answered a draining 503), `gone` (it left the rotation). A worker's
+States: `joined` (in rotation, no /get_load answer yet, or with a key not yet checked), `ready`
+(usable: its last poll answered), `stale` (a poll or a connection failed: why), `unauthorized` (it
+rejects the gateway's API key: key_check.py's probe or a routed request's 401 said so),
+`draining` (it answered a draining 503), `gone` (it left the rotation). A worker's
 record changes ~20 times a second (every poll); only a change of state makes a line. Owns the
 state last logged per worker; the registry reports each change of a record (WorkerRegistry's
 on_change), this never writes one.
@@ -11,9 +12,13 @@ from __future__ import annotations
 
 import logging
 
+from gateway.config import API_KEY_ENV
 from gateway.workers import Worker
 
 log = logging.getLogger("gateway.workers")
+# The advice goes in the line: with different keys on gateway and servers nothing else says why.
+UNAUTHORIZED_REASON = ("rejects the gateway's API key (401): not ready until it accepts it; the "
+                       f"gateway and the servers must share one key (env {API_KEY_ENV})")
 
 
 def worker_state(worker: Worker | None, is_gone: bool,
@@ -26,7 +31,7 @@ def worker_state(worker: Worker | None, is_gone: bool,
     if worker.failed:
         return "stale", worker.failure or "failed"
     if worker.key_accepted is False:
-        return "unauthorized", "rejects the gateway's API key (401)"
+        return "unauthorized", UNAUTHORIZED_REASON
     if worker.draining:
         return "draining", "answered 503 and closed the connection: shutting down"
     if worker.answered_at is None:

@@ -22,7 +22,8 @@ A = "http://10.0.0.1:30000"
     (Worker(A, answered_at=1.0, draining=True), False,
      ("draining", "answered 503 and closed the connection: shutting down")),
     (Worker(A, answered_at=1.0, key_accepted=False), False,
-     ("unauthorized", "rejects the gateway's API key (401)")),
+     ("unauthorized", "rejects the gateway's API key (401): not ready until it accepts it; the "
+                      "gateway and the servers must share one key (env SCORINGFLEET_API_KEY)")),
 ], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized"])
 def test_worker_state(worker, gone, expected):
     assert worker_state(worker, gone) == expected
@@ -99,6 +100,7 @@ def test_a_key_verdict_is_a_transition(caplog):
         registry.record_key(A, True)
     assert [r.getMessage() for r in caplog.records] == [
         f"worker {A}: joined (waiting for its first /get_load answer)",
-        f"worker {A}: unauthorized (rejects the gateway's API key (401))",
+        f"worker {A}: unauthorized (rejects the gateway's API key (401): not ready until it "
+        "accepts it; the gateway and the servers must share one key (env SCORINGFLEET_API_KEY))",
         f"worker {A}: ready (/get_load answered)",
     ]
