@@ -19,10 +19,13 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 TIER = "gateway"  # the error body's `param` when the gateway, not a worker, answered
+# nginx's status for a client that closed its connection before it was answered: no client reads
+# it, but the answer is counted (not as a gateway 500, and with no traceback).
+CLIENT_CLOSED = 499
 # The server's error types where it has one (server/errors.py), OpenAI's names for the rest.
 ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
                405: "BadRequestError", 413: "BadRequestError", 415: "BadRequestError",
-               500: "InternalServerError", 502: "BadGatewayError",
+               499: "ClientClosedRequest", 500: "InternalServerError", 502: "BadGatewayError",
                503: "ServiceUnavailableError", 504: "TimeoutError"}
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
 UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})

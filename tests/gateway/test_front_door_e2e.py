@@ -112,6 +112,20 @@ def test_unknown_paths_and_methods_are_json_and_counted(fleet, method, path, sta
         assert "POST" in response.headers["allow"]
 
 
+def test_a_client_that_hangs_up_mid_body_is_counted_as_499_not_as_a_gateway_500(fleet):
+    gateway, _ = fleet
+    before_499 = sample(gateway, f"{G}_requests_total", code="499")
+    before_500 = sample(gateway, f"{G}_requests_total", code="500")
+    timed_499 = sample(gateway, f"{G}_request_duration_seconds_count", code="499")
+    with connect(gateway) as client:
+        client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 1000\r\n\r\n{\"items\": ")
+        time.sleep(0.2)  # the gateway is reading the body when the client leaves
+    wait_until(lambda: sample(gateway, f"{G}_requests_total", code="499") == before_499 + 1)
+    assert sample(gateway, f"{G}_requests_total", code="500") == before_500
+    assert sample(gateway, f"{G}_request_duration_seconds_count", code="499") == timed_499 + 1
+
+
 def test_probes_and_scrapes_are_not_counted_as_requests(fleet):
     gateway, _ = fleet
     before = sample(gateway, f"{G}_requests_total", code="200")
