@@ -61,7 +61,7 @@ def create_app(config: GatewayConfig) -> web.Application:
         registry = request.app[ROUTER].registry
         if registry.fresh(time.monotonic()):
             return web.Response(status=200)
-        return as_response(error_reply(503, None, f"not ready: {unready_reason(registry)}"))
+        return as_response(error_reply(503, f"not ready: {unready_reason(registry)}"))
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=request.app[ROUTER].metrics.render(),

@@ -40,20 +40,19 @@ class Refusal(Exception):
         self.status, self.message = status, message
 
 
-def error_body(status: int, message: str, error_type: str | None = None) -> bytes:
-    """SGLang's error body, `param` naming the gateway."""
+def error_body(status: int, message: str) -> bytes:
+    """SGLang's error body, `param` naming the gateway, its type the one for `status`."""
     return json.dumps({"object": "error", "message": message,
-                       "type": error_type or ERROR_TYPES.get(status, "BadRequestError"),
+                       "type": ERROR_TYPES.get(status, "BadRequestError"),
                        "param": TIER, "code": status}).encode()
 
 
-def error_reply(status: int, error_type: str | None, message: str,
-                retry_after_s: int | None = None) -> Upstream:
-    """An answer the gateway itself decided (error_type None: the usual one for `status`)."""
+def error_reply(status: int, message: str, retry_after_s: int | None = None) -> Upstream:
+    """An answer the gateway itself decided."""
     headers = {"content-type": JSON}
     if retry_after_s is not None:
         headers["retry-after"] = str(retry_after_s)
-    return Upstream(status, headers, error_body(status, message, error_type))
+    return Upstream(status, headers, error_body(status, message))
 
 
 def as_response(reply: Upstream) -> web.Response:
@@ -75,20 +74,20 @@ def error_middleware(count: Callable[[int, float], None]):
         try:
             response = await handler(request)
         except Refusal as refusal:
-            response = as_response(error_reply(refusal.status, None, refusal.message))
+            response = as_response(error_reply(refusal.status, refusal.message))
         except web.HTTPException as error:
             if error.status < 400:
                 raise  # a redirect or the like: not an error
             message = f"{error.reason}: {request.method} {request.path}"
             if error.status in (404, 405):
                 message += f" (the gateway serves {ROUTES})"
-            response = as_response(error_reply(error.status, None, message))
+            response = as_response(error_reply(error.status, message))
             for name in ("Allow", "Retry-After"):  # 405 says what is allowed
                 if name in error.headers:
                     response.headers[name] = error.headers[name]
         except Exception as error:  # noqa: BLE001 - the client gets a 500, the log the cause
             log.exception("unexpected error on %s %s", request.method, request.path)
-            response = as_response(error_reply(500, None, f"{type(error).__name__}: {error}"))
+            response = as_response(error_reply(500, f"{type(error).__name__}: {error}"))
         if is_counted(request):
             count(response.status, time.monotonic() - started_s)
         return response

@@ -63,7 +63,7 @@ class Router:
         try:
             worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
         except WaitingRoomFull as error:
-            return error_reply(503, "ServiceUnavailableError", str(error), error.retry_after_s)
+            return error_reply(503, str(error), error.retry_after_s)
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()
@@ -77,7 +77,7 @@ class Router:
         self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
         second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
-            return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
+            return error_reply(502, f"no worker answered: {second}", 1)
         return second
 
     async def _retry_worker(self, tried: set[str], answered: bool,
@@ -121,10 +121,9 @@ class Router:
             self.registry.record_failure(worker.url, f"/v1/score unreachable: {error}")
             return error
         except BrokenAnswer as error:
-            return error_reply(502, "BadGatewayError", str(error))
+            return error_reply(502, str(error))
         except TimeoutError:
-            return error_reply(504, "TimeoutError",
-                               f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+            return error_reply(504, f"{worker.url} did not answer within {self.config.request_timeout_s} s")
         if answer.draining:
             self.registry.record_draining(worker.url)
         if answer.status == 401 and self.config.api_key is not None:
@@ -135,10 +134,8 @@ class Router:
         return answer
 
     def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
-        return error_reply(503, "ServiceUnavailableError",
-                           f"no worker answered and none other is ready (tried {len(tried)}; "
-                           f"last: {outcome})", 1)
+        return error_reply(503, f"no worker answered and none other is ready (tried {len(tried)}; "
+                                f"last: {outcome})", 1)
 
     def _no_worker(self) -> Upstream:
-        return error_reply(503, "ServiceUnavailableError",
-                           f"no ready worker within {self.config.queue_timeout_s} s", 1)
+        return error_reply(503, f"no ready worker within {self.config.queue_timeout_s} s", 1)

@@ -150,5 +150,5 @@ def test_the_error_body_is_the_servers_shape_naming_the_gateway(status, error_ty
     body = json.loads(error_body(status, "why"))
     assert body == {"object": "error", "message": "why", "type": error_type, "param": "gateway",
                     "code": status}
-    reply = error_reply(status, None, "why", retry_after_s=1)
+    reply = error_reply(status, "why", retry_after_s=1)
     assert reply.headers == {"content-type": "application/json", "retry-after": "1"}
