@@ -6,6 +6,7 @@ A worker's answer passes through unchanged (its `param` is null); one the gatewa
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 TIER = "gateway"  # the error body's `param` when the gateway, not a worker, answered
 # nginx's status for a client that closed its connection before it was answered: no client reads
-# it, but the answer is counted (not as a gateway 500, and with no traceback).
+# it, but the request is counted (not as a gateway 500, and with no traceback).
 CLIENT_CLOSED = 499
 # The server's error types where it has one (server/errors.py), OpenAI's names for the rest.
 ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
@@ -88,6 +89,10 @@ def error_middleware(count: Callable[[int, float], None]):
         except Exception as error:  # noqa: BLE001 - the client gets a 500, the log the cause
             log.exception("unexpected error on %s %s", request.method, request.path)
             response = as_response(error_reply(500, f"{type(error).__name__}: {error}"))
+        except asyncio.CancelledError:  # the client hung up (connections.serve cancels then)
+            if is_counted(request):
+                count(CLIENT_CLOSED, time.monotonic() - started_s)
+            raise
         if is_counted(request):
             count(response.status, time.monotonic() - started_s)
         return response
