@@ -72,7 +72,7 @@ def gated_factory(server: web.Server, max_connections: int,
 
 
 async def serve(app: web.Application, host: str, port: int, header_timeout_s: float,
-                max_connections: int, on_refused: Callable[[web.Application], None],
+                max_connections: int, on_refused: Callable[[], None],
                 access_log_class: type[AbstractAccessLogger]) -> None:
     """Serve `app` until SIGTERM or SIGINT, then stop listening, let requests in flight finish
     (at most SHUTDOWN_TIMEOUT_S) and run the app's cleanup. Access lines go to `aiohttp.access`
@@ -89,7 +89,7 @@ async def serve(app: web.Application, host: str, port: int, header_timeout_s: fl
                            # upstream attempt is dropped, so the worker cancels it too.
                            handler_cancellation=True)
     await runner.setup()  # runs the app's startup: the router exists from here on
-    factory = gated_factory(runner.server, max_connections, lambda: on_refused(app))
+    factory = gated_factory(runner.server, max_connections, on_refused)
     listener = await loop.create_server(factory, host, port, reuse_address=True)
     log.info("gateway listening on %s:%d", host, port)
     try:
