@@ -14,8 +14,9 @@ from gateway.connections import serve
 def main(argv: list[str] | None = None) -> int:
     config, log_level = parse_args(argv)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(create_app(config), config.host, config.port, config.header_timeout_s,
-                      config.max_connections, lambda app: count_answer(app, 503),
+    app = create_app(config)
+    asyncio.run(serve(app, config.host, config.port, config.header_timeout_s,
+                      config.max_connections, lambda: count_answer(app, 503),
                       access_logger_class(config.access_log_all)))
     return 0
 

@@ -61,7 +61,7 @@ def create_app(config: GatewayConfig) -> web.Application:
         registry = request.app[ROUTER].registry
         if registry.fresh(time.monotonic()):
             return web.Response(status=200)
-        return as_response(error_reply(503, None, f"not ready: {unready_reason(registry)}"))
+        return as_response(error_reply(503, f"not ready: {unready_reason(registry)}"))
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=request.app[ROUTER].metrics.render(),
@@ -94,8 +94,9 @@ def unready_reason(registry: WorkerRegistry) -> str:
 async def _lifetime(app: web.Application, config: GatewayConfig):
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
-    registry = WorkerRegistry(config.stale_after_s, key_required=config.api_key is not None,
-                              on_change=TransitionLog().observe)
+    key_required = config.api_key is not None
+    registry = WorkerRegistry(config.stale_after_s, key_required=key_required,
+                              on_change=TransitionLog(key_required=key_required).observe)
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
                     waiting.notify, config.api_key)

@@ -5,7 +5,8 @@ until SIGTERM or SIGINT.
 The head timeout is aiohttp's keep-alive timeout: aiohttp (>= 3.14.4, pinned) arms it when a connection
 opens and again after each answer, and closes a connection whose next request head is not
 complete when it fires (an idle kept-alive one too, as uvicorn's 5 s keep-alive does). A handler
-at work is never closed by it. Beyond max_connections a new connection gets a 503 in the gateway's
+at work is never closed by it. A handler whose client hangs up is cancelled (errors.py counts it
+as a 499). Beyond max_connections a new connection gets a 503 in the gateway's
 error body and is closed: a flood of connections costs a file descriptor each only up to the cap.
 """
 from __future__ import annotations
@@ -71,7 +72,7 @@ def gated_factory(server: web.Server, max_connections: int,
 
 
 async def serve(app: web.Application, host: str, port: int, header_timeout_s: float,
-                max_connections: int, on_refused: Callable[[web.Application], None],
+                max_connections: int, on_refused: Callable[[], None],
                 access_log_class: type[AbstractAccessLogger]) -> None:
     """Serve `app` until SIGTERM or SIGINT, then stop listening, let requests in flight finish
     (at most SHUTDOWN_TIMEOUT_S) and run the app's cleanup. Access lines go to `aiohttp.access`
@@ -82,9 +83,13 @@ async def serve(app: web.Application, host: str, port: int, header_timeout_s: fl
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"),
                            access_log_class=access_log_class, keepalive_timeout=header_timeout_s,
-                           shutdown_timeout=SHUTDOWN_TIMEOUT_S, auto_decompress=False)
+                           shutdown_timeout=SHUTDOWN_TIMEOUT_S, auto_decompress=False,
+                           # A client that hangs up cancels its handler: a request waiting for a
+                           # worker leaves the waiting room (its place, the demand signal) and an
+                           # upstream attempt is dropped, so the worker cancels it too.
+                           handler_cancellation=True)
     await runner.setup()  # runs the app's startup: the router exists from here on
-    factory = gated_factory(runner.server, max_connections, lambda: on_refused(app))
+    factory = gated_factory(runner.server, max_connections, on_refused)
     listener = await loop.create_server(factory, host, port, reuse_address=True)
     log.info("gateway listening on %s:%d", host, port)
     try:

@@ -6,6 +6,7 @@ A worker's answer passes through unchanged (its `param` is null); one the gatewa
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -19,10 +20,13 @@ log = logging.getLogger(__name__)
 
 JSON = "application/json"
 TIER = "gateway"  # the error body's `param` when the gateway, not a worker, answered
+# nginx's status for a client that closed its connection before it was answered: no client reads
+# it, but the request is counted (not as a gateway 500, and with no traceback).
+CLIENT_CLOSED = 499
 # The server's error types where it has one (server/errors.py), OpenAI's names for the rest.
 ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
                405: "BadRequestError", 413: "BadRequestError", 415: "BadRequestError",
-               500: "InternalServerError", 502: "BadGatewayError",
+               499: "ClientClosedRequest", 500: "InternalServerError", 502: "BadGatewayError",
                503: "ServiceUnavailableError", 504: "TimeoutError"}
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
 UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})
@@ -37,20 +41,19 @@ class Refusal(Exception):
         self.status, self.message = status, message
 
 
-def error_body(status: int, message: str, error_type: str | None = None) -> bytes:
-    """SGLang's error body, `param` naming the gateway."""
+def error_body(status: int, message: str) -> bytes:
+    """SGLang's error body, `param` naming the gateway, its type the one for `status`."""
     return json.dumps({"object": "error", "message": message,
-                       "type": error_type or ERROR_TYPES.get(status, "BadRequestError"),
+                       "type": ERROR_TYPES.get(status, "BadRequestError"),
                        "param": TIER, "code": status}).encode()
 
 
-def error_reply(status: int, error_type: str | None, message: str,
-                retry_after_s: int | None = None) -> Upstream:
-    """An answer the gateway itself decided (error_type None: the usual one for `status`)."""
+def error_reply(status: int, message: str, retry_after_s: int | None = None) -> Upstream:
+    """An answer the gateway itself decided."""
     headers = {"content-type": JSON}
     if retry_after_s is not None:
         headers["retry-after"] = str(retry_after_s)
-    return Upstream(status, headers, error_body(status, message, error_type))
+    return Upstream(status, headers, error_body(status, message))
 
 
 def as_response(reply: Upstream) -> web.Response:
@@ -72,20 +75,24 @@ def error_middleware(count: Callable[[int, float], None]):
         try:
             response = await handler(request)
         except Refusal as refusal:
-            response = as_response(error_reply(refusal.status, None, refusal.message))
+            response = as_response(error_reply(refusal.status, refusal.message))
         except web.HTTPException as error:
             if error.status < 400:
                 raise  # a redirect or the like: not an error
             message = f"{error.reason}: {request.method} {request.path}"
             if error.status in (404, 405):
                 message += f" (the gateway serves {ROUTES})"
-            response = as_response(error_reply(error.status, None, message))
+            response = as_response(error_reply(error.status, message))
             for name in ("Allow", "Retry-After"):  # 405 says what is allowed
                 if name in error.headers:
                     response.headers[name] = error.headers[name]
         except Exception as error:  # noqa: BLE001 - the client gets a 500, the log the cause
             log.exception("unexpected error on %s %s", request.method, request.path)
-            response = as_response(error_reply(500, None, f"{type(error).__name__}: {error}"))
+            response = as_response(error_reply(500, f"{type(error).__name__}: {error}"))
+        except asyncio.CancelledError:  # the client hung up (connections.serve cancels then)
+            if is_counted(request):
+                count(CLIENT_CLOSED, time.monotonic() - started_s)
+            raise
         if is_counted(request):
             count(response.status, time.monotonic() - started_s)
         return response

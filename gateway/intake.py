@@ -2,6 +2,7 @@
 each failure a Refusal with the status the server would give (or the one it cannot give).
 
 - a body over the workers' limit: 413, from Content-Length before reading, else as it streams in;
+  a client that hangs up before its body is complete: 499 (counted; nobody reads it);
 - gzip or deflate: decoded here and passed on plain (the server decodes nothing: it answers 415),
   the decoded size held to the same limit (413: a compressed bomb stops expanding at the limit);
   a stream that does not decode is 400; any other Content-Encoding is 415;
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 
 from aiohttp import StreamReader
 
-from gateway.errors import Refusal
+from gateway.errors import CLIENT_CLOSED, Refusal
 
 # Headers that travel upstream; everything else is hop-by-hop or the gateway's own business.
 UPSTREAM_HEADERS = ("content-type", "accept")
@@ -48,12 +49,17 @@ def too_large(max_bytes: int) -> str:
 
 async def read_body(content: StreamReader, max_bytes: int) -> bytes:
     """The whole body from `content` (its readany() gives b"" at the end), refused (413) as soon
-    as more than max_bytes have arrived."""
+    as more than max_bytes have arrived; 499 when the client hangs up before its end (aiohttp
+    then raises ConnectionResetError: the client's doing, not a gateway fault)."""
     body = bytearray()
-    while chunk := await content.readany():
-        body += chunk
-        if len(body) > max_bytes:
-            raise Refusal(413, too_large(max_bytes))
+    try:
+        while chunk := await content.readany():
+            body += chunk
+            if len(body) > max_bytes:
+                raise Refusal(413, too_large(max_bytes))
+    except ConnectionResetError:
+        raise Refusal(CLIENT_CLOSED, "the client closed the connection before its body was "
+                                     "complete") from None
     return bytes(body)
 
 

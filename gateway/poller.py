@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from gateway.key_check import KEY_RECHECK_S, note_key, probe_key
+from gateway.key_check import KEY_RECHECK_S, probe_key
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
 
@@ -77,4 +77,4 @@ class Poller:
         self._key_probed_at[url] = now
         accepted = await probe_key(self.session, url, self.api_key, self.timeout_s)
         if accepted is not None:
-            note_key(self.registry, url, accepted, "the key probe")
+            self.registry.record_key(url, accepted)

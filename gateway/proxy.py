@@ -5,12 +5,13 @@ an answer (any status, passed back unchanged). No choice of worker and no retry 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
 
-# Headers that travel each way; everything else is hop-by-hop or the gateway's own business.
-REQUEST_HEADERS = ("content-type", "authorization", "accept")
+# Headers that come back to the client; those that go up are the caller's choice
+# (intake.upstream_headers). Everything else is hop-by-hop or the gateway's own business.
 RESPONSE_HEADERS = ("content-type", "retry-after")
 # A connection on a cluster network opens in milliseconds; one that has not opened in this long
 # goes to a pod that vanished with its IP dropping packets: give up and try another worker rather
@@ -43,12 +44,12 @@ class BrokenAnswer(Exception):
 
 
 async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
-                  headers: dict[str, str], timeout_s: float) -> Upstream:
-    """Raises Unreachable, BrokenAnswer or asyncio.TimeoutError (the attempt outlived timeout_s)."""
-    sent = {name: headers[name] for name in REQUEST_HEADERS if name in headers}
+                  headers: Mapping[str, str], timeout_s: float) -> Upstream:
+    """POST with exactly `headers`. Raises Unreachable, BrokenAnswer or asyncio.TimeoutError (the
+    attempt outlived timeout_s)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=CONNECT_TIMEOUT_S)
     try:
-        response = await session.post(f"{worker_url}/v1/score", data=body, headers=sent,
+        response = await session.post(f"{worker_url}/v1/score", data=body, headers=headers,
                                       timeout=timeout)
     except aiohttp.ClientConnectorError as error:
         raise Unreachable("refused", str(error)) from error

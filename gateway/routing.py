@@ -21,7 +21,6 @@ import aiohttp
 from gateway.config import GatewayConfig
 from gateway.errors import error_reply
 from gateway.intake import count_sequences, parse_body
-from gateway.key_check import note_key
 from gateway.metrics import GatewayMetrics
 from gateway.picker import pick
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
@@ -64,7 +63,7 @@ class Router:
         try:
             worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
         except WaitingRoomFull as error:
-            return error_reply(503, "ServiceUnavailableError", str(error), error.retry_after_s)
+            return error_reply(503, str(error), error.retry_after_s)
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()
@@ -78,7 +77,7 @@ class Router:
         self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
         second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried)
         if isinstance(second, Unreachable):
-            return error_reply(502, "BadGatewayError", f"no worker answered: {second}", 1)
+            return error_reply(502, f"no worker answered: {second}", 1)
         return second
 
     async def _retry_worker(self, tried: set[str], answered: bool,
@@ -122,24 +121,21 @@ class Router:
             self.registry.record_failure(worker.url, f"/v1/score unreachable: {error}")
             return error
         except BrokenAnswer as error:
-            return error_reply(502, "BadGatewayError", str(error))
+            return error_reply(502, str(error))
         except TimeoutError:
-            return error_reply(504, "TimeoutError",
-                               f"{worker.url} did not answer within {self.config.request_timeout_s} s")
+            return error_reply(504, f"{worker.url} did not answer within {self.config.request_timeout_s} s")
         if answer.draining:
             self.registry.record_draining(worker.url)
         if answer.status == 401 and self.config.api_key is not None:
             # The client passed the gateway's check and the gateway sent its own key: the worker
             # has another one. Not the client's fault: the worker is out until it takes the key.
-            note_key(self.registry, worker.url, False, "a routed request")
+            self.registry.record_key(worker.url, False)
             return Unreachable("unauthorized", f"{worker.url} rejects the gateway's API key (401)")
         return answer
 
     def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
-        return error_reply(503, "ServiceUnavailableError",
-                           f"no worker answered and none other is ready (tried {len(tried)}; "
-                           f"last: {outcome})", 1)
+        return error_reply(503, f"no worker answered and none other is ready (tried {len(tried)}; "
+                                f"last: {outcome})", 1)
 
     def _no_worker(self) -> Upstream:
-        return error_reply(503, "ServiceUnavailableError",
-                           f"no ready worker within {self.config.queue_timeout_s} s", 1)
+        return error_reply(503, f"no ready worker within {self.config.queue_timeout_s} s", 1)

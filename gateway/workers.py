@@ -111,7 +111,8 @@ class WorkerRegistry:
             self._changed(url)
 
     def record_key(self, url: str, accepted: bool) -> bool:
-        """Whether the worker took the gateway's API key; True when that changed."""
+        """Whether the worker took the gateway's API key; True when that changed (and only then
+        is on_change told)."""
         worker = self._workers.get(url)
         if worker is None or worker.key_accepted is accepted:
             return False

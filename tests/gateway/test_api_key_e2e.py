@@ -73,7 +73,7 @@ def test_a_wrong_key_on_the_gateway_shows_as_not_ready_with_the_reason(workers, 
         assert sum(sample(gateway, f"{G}_routed_total", worker=url) for url in workers) == 0
     log = log_path.read_text()
     for url in workers:
-        assert f"worker {url} rejects the gateway's API key" in log
+        assert f"worker {url}: unauthorized (rejects the gateway's API key" in log
     assert "not-the-fleet-key" not in log
 
 

@@ -112,6 +112,38 @@ def test_unknown_paths_and_methods_are_json_and_counted(fleet, method, path, sta
         assert "POST" in response.headers["allow"]
 
 
+def test_a_client_that_hangs_up_mid_body_is_counted_as_499_not_as_a_gateway_500(fleet):
+    gateway, _ = fleet
+    before_499 = sample(gateway, f"{G}_requests_total", code="499")
+    before_500 = sample(gateway, f"{G}_requests_total", code="500")
+    timed_499 = sample(gateway, f"{G}_request_duration_seconds_count", code="499")
+    with connect(gateway) as client:
+        client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 1000\r\n\r\n{\"items\": ")
+        time.sleep(0.2)  # the gateway is reading the body when the client leaves
+    wait_until(lambda: sample(gateway, f"{G}_requests_total", code="499") == before_499 + 1)
+    assert sample(gateway, f"{G}_requests_total", code="500") == before_500
+    assert sample(gateway, f"{G}_request_duration_seconds_count", code="499") == timed_499 + 1
+
+
+def test_clients_that_hang_up_while_waiting_leave_the_waiting_room_counted_as_499(tmp_path):
+    # No worker is ever ready: each request waits (up to the 300 s queue timeout). A client that
+    # gives up must free its place and stop counting as demand (the wake from zero reads it).
+    with gateway_process("--worker-urls", "http://127.0.0.1:9", "--queue-timeout", "300",
+                         log_path=tmp_path / "gateway.log") as gateway:
+        clients = [connect(gateway) for _ in range(3)]
+        for client in clients:
+            client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                           b"\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
+        wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 3)
+        for client in clients:
+            client.close()
+        wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 0)
+        assert sample(gateway, f"{G}_requests_total", code="499") == 3
+        assert sample(gateway, f"{G}_request_duration_seconds_count", code="499") == 3
+        assert sample(gateway, f"{G}_requests_total", code="500") == 0
+
+
 def test_probes_and_scrapes_are_not_counted_as_requests(fleet):
     gateway, _ = fleet
     before = sample(gateway, f"{G}_requests_total", code="200")

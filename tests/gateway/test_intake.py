@@ -99,6 +99,8 @@ class Chunks:
         self.chunks = list(chunks)
 
     async def readany(self) -> bytes:
+        if self.chunks and isinstance(self.chunks[0], BaseException):
+            raise self.chunks.pop(0)
         return self.chunks.pop(0) if self.chunks else b""
 
 
@@ -109,6 +111,12 @@ def test_read_body_stops_at_the_limit():
     with pytest.raises(Refusal) as refused:
         asyncio.run(read(b"x" * 600, b"y" * 401))
     assert refused.value.status == 413 and "1000 bytes" in refused.value.message
+
+
+def test_a_client_that_hangs_up_mid_body_is_a_499_not_a_gateway_fault():
+    with pytest.raises(Refusal) as refused:  # aiohttp's StreamReader raises this on a lost peer
+        asyncio.run(read_body(Chunks(b"x" * 10, ConnectionResetError("Connection lost")), LIMIT))
+    assert refused.value.status == 499 and "closed the connection" in refused.value.message
 
 
 @pytest.mark.parametrize("header, key, ok", [
@@ -142,5 +150,5 @@ def test_the_error_body_is_the_servers_shape_naming_the_gateway(status, error_ty
     body = json.loads(error_body(status, "why"))
     assert body == {"object": "error", "message": "why", "type": error_type, "param": "gateway",
                     "code": status}
-    reply = error_reply(status, None, "why", retry_after_s=1)
+    reply = error_reply(status, "why", retry_after_s=1)
     assert reply.headers == {"content-type": "application/json", "retry-after": "1"}

@@ -14,6 +14,7 @@ from gateway.config import GatewayConfig
 from gateway.intake import upstream_headers
 from gateway.metrics import GatewayMetrics
 from gateway.routing import Router
+from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 from tests.gateway.support import score_body
@@ -28,7 +29,8 @@ def test_a_401_to_the_gateways_key_marks_the_worker_and_moves_on(caplog):
             serving(FakeRunner(), api_key=KEY) as (good, _):
         async def main():
             config = GatewayConfig(worker_urls=(other, good), policy="round_robin", api_key=KEY)
-            registry = WorkerRegistry(stale_after_s=600, key_required=True)
+            registry = WorkerRegistry(stale_after_s=600, key_required=True,
+                                      on_change=TransitionLog(key_required=True).observe)
             registry.set_urls([other, good])
             for url in (other, good):  # as if a probe had said yes (the key changed since)
                 registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())
@@ -40,7 +42,7 @@ def test_a_401_to_the_gateways_key_marks_the_worker_and_moves_on(caplog):
                 headers = upstream_headers({"content-type": "application/json"}, KEY)
                 answers = [await router.route(BODY, headers) for _ in range(3)]
             return answers, registry, metrics
-        with caplog.at_level(logging.WARNING, logger="gateway.key_check"):
+        with caplog.at_level(logging.WARNING, logger="gateway.workers"):
             answers, registry, metrics = asyncio.run(main())
     assert [a.status for a in answers] == [200, 200, 200]  # round robin tried `other` first
     assert registry.get(other).key_accepted is False

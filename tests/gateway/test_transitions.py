@@ -22,10 +22,20 @@ A = "http://10.0.0.1:30000"
     (Worker(A, answered_at=1.0, draining=True), False,
      ("draining", "answered 503 and closed the connection: shutting down")),
     (Worker(A, answered_at=1.0, key_accepted=False), False,
-     ("unauthorized", "rejects the gateway's API key (401)")),
+     ("unauthorized", "rejects the gateway's API key (401): not ready until it accepts it; the "
+                      "gateway and the servers must share one key (env SCORINGFLEET_API_KEY)")),
 ], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized"])
 def test_worker_state(worker, gone, expected):
     assert worker_state(worker, gone) == expected
+
+
+@pytest.mark.parametrize(("worker", "expected"), [
+    (Worker(A, answered_at=1.0), ("joined", "waiting for the API key check")),
+    (Worker(A, answered_at=1.0, key_accepted=True), ("ready", "/get_load answered")),
+], ids=["key-unknown", "key-accepted"])
+def test_with_a_key_a_worker_is_ready_only_once_it_accepts_it(worker, expected):
+    # as for the picker and /ready: an answered poll alone does not make it usable
+    assert worker_state(worker, False, key_required=True) == expected
 
 
 @pytest.mark.parametrize(("error", "expected"), [
@@ -80,16 +90,17 @@ def test_a_worker_that_comes_back_joins_again(caplog):
 def test_a_key_verdict_is_a_transition(caplog):
     # the poll answers all along (/get_load is open): only the key probe's verdict moves the state
     logger = logging.getLogger("test.transitions")
-    registry = WorkerRegistry(stale_after_s=1.0, key_required=True, on_change=TransitionLog(logger).observe)
+    registry = WorkerRegistry(stale_after_s=1.0, key_required=True,
+                              on_change=TransitionLog(logger, key_required=True).observe)
     with caplog.at_level(logging.INFO, logger="test.transitions"):
         registry.set_urls([A])
-        registry.record_answer(A, 0, 0, 1.0)
+        registry.record_answer(A, 0, 0, 1.0)  # not yet usable: still joined, no line
         registry.record_key(A, False)
         registry.record_answer(A, 0, 0, 1.05)  # still refusing: no line
         registry.record_key(A, True)
     assert [r.getMessage() for r in caplog.records] == [
         f"worker {A}: joined (waiting for its first /get_load answer)",
-        f"worker {A}: ready (/get_load answered)",
-        f"worker {A}: unauthorized (rejects the gateway's API key (401))",
+        f"worker {A}: unauthorized (rejects the gateway's API key (401): not ready until it "
+        "accepts it; the gateway and the servers must share one key (env SCORINGFLEET_API_KEY))",
         f"worker {A}: ready (/get_load answered)",
     ]

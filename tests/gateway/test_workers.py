@@ -78,7 +78,7 @@ def test_a_worker_refusing_the_key_counts_as_unauthorized_until_it_accepts_it():
     for url in (A, B):
         reg.record_answer(url, 0, reg.poll_started(url), now=1.0)
     assert reg.record_key(A, True) and reg.record_key(B, False)
-    assert not reg.record_key(B, False)  # no change: the caller logs only changes
+    assert not reg.record_key(B, False)  # no change: on_change (the transition log) is not told
     assert [w.url for w in reg.fresh(1.1)] == [A]
     assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 0, "unauthorized": 1, "gone": 0}
     assert reg.record_key(B, True)
