@@ -64,8 +64,11 @@ class GatewayConfig:
                             ("--max-connections", self.max_connections)):
             if count < 1:
                 raise ValueError(f"{flag} must be >= 1, got {count}")
-        if self.api_key is not None and not self.api_key:
-            raise ValueError("the API key must not be empty")
+        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
+            # A client's token is compared stripped, and the key goes into the workers' header:
+            # such a key would refuse every client. As the server's check; never the key itself.
+            raise ValueError("the API key must not be empty nor begin or end with whitespace "
+                             "(a Secret's value with a trailing newline?)")
 
     @property
     def stale_after_s(self) -> float:

@@ -63,7 +63,9 @@ def test_the_gateway_and_the_server_read_the_same_env_var():
     ("--max-connections", "0", "--max-connections must be >= 1"),
     ("--header-timeout", "0", "--header-timeout must be > 0"),
     ("--api-key", "", "must not be empty"),
-], ids=["bytes", "connections", "header-timeout", "empty-key"])
+    ("--api-key", "key\n", "nor begin or end with whitespace"),
+    ("--api-key", " key", "nor begin or end with whitespace"),
+], ids=["bytes", "connections", "header-timeout", "empty-key", "trailing-newline", "leading-space"])
 def test_bad_door_flags_exit_2(flag, value, message, capsys):
     with pytest.raises(SystemExit) as exited:
         parse_args(["--worker-urls", "http://a:1", flag, value], environ={})
