@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -91,18 +90,6 @@ def cached_path(source: Path, cache: Path) -> Path:
     return cache / "models" / source.name
 
 
-def _wait_http(url: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout_s} s")
-
-
 async def _score(url: str) -> int:
     timeout = aiohttp.ClientTimeout(total=QUEUE_TIMEOUT_S + 60)
     async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -122,7 +109,7 @@ def measure(case: str, run: int, source: Path, args: argparse.Namespace) -> Wake
         (target.parent if source.is_file() else target).mkdir(parents=True, exist_ok=True)
         if case == "warm":  # the volume kept the model from an earlier pod
             copy_paced(source, target.parent if source.is_file() else target, 0)
-        _wait_http(f"{gateway.url}/health")
+        gateway.wait_ready(60, path="/health")  # up: /ready stays 503 with no worker yet
         answer: list[int] = []
         started = time.monotonic()
         sender = threading.Thread(target=lambda: answer.append(asyncio.run(_score(gateway.url))))

@@ -60,15 +60,15 @@ class ServerProcess:
     def log_tail(self, num_lines: int = 20) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-num_lines:])
 
-    def wait_ready(self, timeout_s: float = 180.0) -> None:
-        """Poll GET /health_generate until 200; ServerFailed if it exits or the time runs out."""
+    def wait_ready(self, timeout_s: float = 180.0, path: str = READY_PATH) -> None:
+        """Poll GET `path` (readiness) until 200; ServerFailed if it exits or the time runs out."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise ServerFailed(f"server exited with {self.process.returncode}:\n"
                                    f"{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.url + READY_PATH, timeout=2) as response:
+                with urllib.request.urlopen(self.url + path, timeout=2) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):
