@@ -141,10 +141,7 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
         return None
     meta = body["metadata"]
     try:
-        # The server image default, since a fleet naming no image is invalid without it; the other
-        # defaults (keda's Prometheus, the operator's namespace, the gateway image) shape only
-        # children the tick never reads, and a keda fleet is not native anyway.
-        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config.default_image)
+        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config)
     except SpecError:
         return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
     return fleet if fleet.autoscaling.is_native else None
