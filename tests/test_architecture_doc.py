@@ -131,7 +131,7 @@ def test_every_tracked_top_level_folder_is_in_the_tree_listing():
 
 @functools.cache
 def modules(package: str) -> dict[str, Path]:
-    """Every module of `package` by dotted name ("fleet_operator.autoscaling.tick"; a package's
+    """Every module of `package` by dotted name ("fleet_operator.tick"; a package's
     __init__.py by the package's name)."""
     found = {}
     for path in sorted((ROOT / package).rglob("*.py")):
@@ -143,7 +143,7 @@ def modules(package: str) -> dict[str, Path]:
 
 
 def under(name: str, package: str) -> list[str]:
-    """The modules a map path names: `tick.py` or `autoscaling/tick.py` one, `builders/` all under it."""
+    """The modules a map path names: `tick.py` or `autoscaling/decide.py` one, `builders/` all under it."""
     dotted = f"{package}." + name.removesuffix(".py").strip("/").replace("/", ".")
     if name.endswith("/"):
         return [m for m in modules(package) if m == dotted or m.startswith(dotted + ".")]

@@ -4,8 +4,8 @@ The import contracts keep the server, the gateway and the operator apart, so whe
 renders what another program reads (an env var's name) or must wait for what another does (a
 shutdown bound), each keeps its own constant and one test here ties them.
 """
-from fleet_operator.builders.deployment import API_KEY_ENV as OPERATOR_RENDERS
 from fleet_operator.builders.gateway import GATEWAY_GRACE_S, GATEWAY_SHUTDOWN_S, build_gateway_deployment
+from fleet_operator.builders.pods import API_KEY_ENV as OPERATOR_RENDERS
 from fleet_operator.spec import parse_fleet
 from gateway.config import API_KEY_ENV as GATEWAY_READS
 from gateway.connections import SHUTDOWN_TIMEOUT_S

@@ -6,10 +6,10 @@ import pytest
 
 from fleet_operator import kube
 from fleet_operator.__main__ import make_registry, make_settings
-from fleet_operator.autoscaling.tick import TICK_S
 from fleet_operator.context import OperatorConfig
 from fleet_operator.handlers import _api_errors, backoff_s
 from fleet_operator.reconcile import owner_fleet
+from fleet_operator.tick import TICK_S
 
 
 def test_each_registry_is_fresh_and_independent():
