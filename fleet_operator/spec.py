@@ -112,7 +112,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                 default_gateway_image: str | None = None) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
-    default_image is the operator's server image (SCORING_FLEET_DEFAULT_IMAGE; the operator itself
+    default_image is the operator's server image (SCORINGFLEET_DEFAULT_IMAGE; the operator itself
     runs the control image); used only for CPU fleets, because nothing says it was built with CUDA.
     default_prometheus_address is the operator's Prometheus for keda mode's trigger, when the fleet
     names none. operator_namespace is where the operator runs (its scrapes of the pods and the

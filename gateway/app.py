@@ -35,6 +35,7 @@ from gateway.routing import Router
 from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry, WorkerState
+from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
 ROUTER = web.AppKey("router", Router)
 
@@ -45,7 +46,7 @@ def create_app(config: GatewayConfig) -> web.Application:
 
     async def score(request: web.Request) -> web.Response:
         if not is_authorized(request.headers, config.api_key):
-            raise Refusal(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
+            raise Refusal(401, UNAUTHORIZED_MESSAGE)
         check_head(request.headers, config.max_request_bytes)
         body = decode_body(await read_body(request.content, config.max_request_bytes),
                            content_encoding(request.headers), config.max_request_bytes)

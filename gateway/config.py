@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from scoringfleet_contract.facts import (
+    API_KEY_ENV,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_REQUEST_BYTES,
+    api_key_problem,
+)
+
 Policy = Literal["power_of_two", "round_robin"]
-# The API key's env var (the operator sets it from a Secret); the same name as the server's.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
-DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024  # the server's --max-request-bytes default
-DEFAULT_HEADER_TIMEOUT_S = 5.0               # the server's --header-timeout default
 DEFAULT_MAX_CONNECTIONS = 4096
 
 
@@ -64,11 +67,8 @@ class GatewayConfig:
                             ("--max-connections", self.max_connections)):
             if count < 1:
                 raise ValueError(f"{flag} must be >= 1, got {count}")
-        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
-            # A client's token is compared stripped, and the key goes into the workers' header:
-            # such a key would refuse every client. As the server's check; never the key itself.
-            raise ValueError("the API key must not be empty nor begin or end with whitespace "
-                             "(a Secret's value with a trailing newline?)")
+        if problem := api_key_problem(self.api_key):
+            raise ValueError(problem)
 
     @property
     def stale_after_s(self) -> float:

@@ -12,6 +12,13 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Mapping, Sequence
 
+from scoringfleet_contract.facts import (
+    API_KEY_ENV,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_REQUEST_BYTES,
+    api_key_problem,
+)
+
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
@@ -21,9 +28,6 @@ DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-s
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
 DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
-DEFAULT_HEADER_TIMEOUT_S = 5.0
-# The API key's env var (the operator sets it from a Secret, never in args); --api-key wins.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class ServerConfig:
     max_total_tokens: int = 65536
     max_queued_requests: int = 4096
     max_items_per_request: int | None = None  # None: min(1024, max_queued_requests)
-    max_request_bytes: int = 8 * 1024 * 1024
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     request_timeout_s: float = 60.0
     drain_timeout_s: float | None = None  # None: request_timeout_s
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
@@ -76,11 +80,8 @@ class ServerConfig:
             raise ValueError(f"header_timeout must be > 0 seconds, got {self.header_timeout_s}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
-        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
-            # The header's token is compared stripped, so such a key would refuse every request
-            # (or, empty, let in a bare 'Bearer '). The message never holds the key.
-            raise ValueError("the API key must not be empty nor begin or end with whitespace "
-                             "(a Secret's value with a trailing newline?)")
+        if problem := api_key_problem(self.api_key):
+            raise ValueError(problem)
 
     def resolve(self, device: str, dtype: str) -> ServerConfig:
         """The effective config on `device` in `dtype` (what "auto" turned into): fills the
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-items-per-request", type=int, default=None,
         help=f"more items is a 400 (default: {DEFAULT_MAX_ITEMS_PER_REQUEST}, at most "
              "--max-queued-requests)")
-    add("--max-request-bytes", type=int, default=8 * 1024 * 1024)
+    add("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
     add("--request-timeout", type=float, default=60.0, help="seconds; then 504")
     add("--drain-timeout", type=float, default=None,
         help="seconds a SIGTERM drain may take before what is left gets 503 and the process exits "

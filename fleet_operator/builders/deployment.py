@@ -12,21 +12,17 @@ from typing import Any
 from fleet_operator.builders.security import container_security_context, pod_security_context
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import API_KEY_ENV, HEALTH_GENERATE_PATH, HEALTH_PATH, SERVER_SHUTDOWN_S
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER_NAME = "server"
 CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesystem is read-only
 HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
 MODEL_CACHE_VOLUME = "model-cache"
-# The server and the gateway read the API key from this variable (the flag --api-key still works);
-# a key in args would be readable by anyone who can read the pod spec.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
 STARTUP_PERIOD_S = 10
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
-# After its drain the server gives uvicorn at most this long to write the last responses
-# (server/connections.py SHUTDOWN_GRACE_S), then exits.
-SERVER_SHUTDOWN_S = 5
-# On top of that: the interpreter's exit, and a kubelet that sends SIGTERM a little late.
+# After its drain the server gives uvicorn at most SERVER_SHUTDOWN_S to write the last responses,
+# then exits. On top of that: the interpreter's exit, and a kubelet that sends SIGTERM a little late.
 EXIT_MARGIN_S = 5
 
 
@@ -138,12 +134,12 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         # Loading is not liveness: a download and a load can take minutes, during which the server
         # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
         # after that, a hung process is restarted within ~30 s.
-        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": STARTUP_PERIOD_S,
+        "startupProbe": {"httpGet": {"path": HEALTH_PATH, **http}, "periodSeconds": STARTUP_PERIOD_S,
                          "timeoutSeconds": 5, "failureThreshold": startup_failure_threshold(fleet)},
-        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+        "livenessProbe": {"httpGet": {"path": HEALTH_PATH, **http}, "periodSeconds": 10,
                           "timeoutSeconds": 5, "failureThreshold": 3},
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
-        "readinessProbe": {"httpGet": {"path": "/health_generate", **http}, "periodSeconds": 5,
+        "readinessProbe": {"httpGet": {"path": HEALTH_GENERATE_PATH, **http}, "periodSeconds": 5,
                            "timeoutSeconds": 5, "failureThreshold": 3},
         # NOTE: exec python, not `sleep`: the image need not ship coreutils.
         "lifecycle": prestop_sleep(),

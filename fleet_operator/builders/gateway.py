@@ -15,12 +15,12 @@ from fleet_operator.builders.security import container_security_context, pod_sec
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
 
 CONTAINER_NAME = "gateway"
-# On SIGTERM the gateway stops listening and lets requests in flight finish for at most this long
-# (gateway/connections.py SHUTDOWN_TIMEOUT_S; tests/test_shared_constants.py ties the two).
-GATEWAY_SHUTDOWN_S = 60
-# Kubernetes' default 30 s would cut that short: the preStop sleep, the shutdown, a margin.
+# On SIGTERM the gateway stops listening and lets requests in flight finish for at most
+# GATEWAY_SHUTDOWN_S. Kubernetes' default 30 s would cut that short: the preStop sleep, the
+# shutdown, a margin.
 GATEWAY_GRACE_S = PRESTOP_SLEEP_S + GATEWAY_SHUTDOWN_S + EXIT_MARGIN_S
 
 
@@ -86,11 +86,11 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *api_key_env(fleet)],
         "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},
                       "limits": {"cpu": gw.cpu, "memory": gw.memory}},
-        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
+        "livenessProbe": {"httpGet": {"path": HEALTH_PATH, **http}, "periodSeconds": 10,
                           "timeoutSeconds": 5, "failureThreshold": 3},
         # NOTE: readiness on /health, not /ready: /ready fails while the fleet has no ready pod,
         # and a fleet at zero must still reach its gateway for requests to wait and wake it.
-        "readinessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 5,
+        "readinessProbe": {"httpGet": {"path": HEALTH_PATH, **http}, "periodSeconds": 5,
                            "timeoutSeconds": 5, "failureThreshold": 3},
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
