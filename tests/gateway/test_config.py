@@ -35,11 +35,11 @@ def test_bad_flag_exits_2_with_a_message(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_the_door_defaults_are_the_servers():
-    config, _ = parse_args(["--worker-urls", "http://a:1"], environ={})
-    assert config.max_request_bytes == 8 * 1024 * 1024  # the server's --max-request-bytes
-    assert config.header_timeout_s == 5.0               # the server's --header-timeout
-    assert config.max_connections == 4096 and config.api_key is None
+def test_the_flags_defaults_are_the_configs():
+    # each default is written once, in GatewayConfig's field; a source of workers is required
+    assert parse_args(["--fleet", "f"], environ={}) == (GatewayConfig(fleet="f"), "info")
+    config, _ = parse_args(["--worker-urls", "http://a:1/"], environ={})
+    assert config == GatewayConfig(worker_urls=("http://a:1",))  # a tuple, the trailing / gone
 
 
 @pytest.mark.parametrize("argv, environ, key", [

@@ -37,8 +37,12 @@ def test_the_drain_timeout_defaults_to_the_request_timeout():
     assert parse_args(["--drain-timeout", "0"]).drain_timeout_s == 0  # no waiting at all
 
 
-def test_the_header_timeout_has_a_few_seconds_default():
-    assert parse_args([]).header_timeout_s == 5
+def test_the_flags_defaults_are_the_configs():
+    # each default is written once, in ServerConfig's field (header timeout, body limit, ...)
+    assert parse_args([], environ={}) == ServerConfig()
+
+
+def test_the_header_timeout_flag():
     assert parse_args(["--header-timeout", "0.5"]).header_timeout_s == 0.5
 
 
