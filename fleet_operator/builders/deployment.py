@@ -21,6 +21,7 @@ from fleet_operator.builders.pods import (
 )
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import HEALTH_GENERATE_PATH, HEALTH_PATH, SERVER_SHUTDOWN_S
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER_NAME = "server"
@@ -28,9 +29,6 @@ CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesyste
 HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
 MODEL_CACHE_VOLUME = "model-cache"
 STARTUP_PERIOD_S = 10
-# After its drain the server gives uvicorn at most this long to write the last responses
-# (server/connections.py SHUTDOWN_GRACE_S), then exits.
-SERVER_SHUTDOWN_S = 5
 
 
 def server_args(fleet: FleetSpec) -> list[str]:
@@ -128,10 +126,10 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         # Loading is not liveness: a download and a load can take minutes, during which the server
         # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
         # after that, a hung process is restarted within ~30 s.
-        "startupProbe": http_probe("/health", STARTUP_PERIOD_S, startup_failure_threshold(fleet)),
-        "livenessProbe": http_probe("/health", 10),
+        "startupProbe": http_probe(HEALTH_PATH, STARTUP_PERIOD_S, startup_failure_threshold(fleet)),
+        "livenessProbe": http_probe(HEALTH_PATH, 10),
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
-        "readinessProbe": http_probe("/health_generate", 5),
+        "readinessProbe": http_probe(HEALTH_GENERATE_PATH, 5),
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},

@@ -23,12 +23,12 @@ from fleet_operator.builders.pods import (
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
 
 CONTAINER_NAME = "gateway"
-# On SIGTERM the gateway stops listening and lets requests in flight finish for at most this long
-# (gateway/connections.py SHUTDOWN_TIMEOUT_S; tests/test_shared_constants.py ties the two).
-GATEWAY_SHUTDOWN_S = 60
-# Kubernetes' default 30 s would cut that short: the preStop sleep, the shutdown, a margin.
+# On SIGTERM the gateway stops listening and lets requests in flight finish for at most
+# GATEWAY_SHUTDOWN_S. Kubernetes' default 30 s would cut that short: the preStop sleep, the
+# shutdown, a margin.
 GATEWAY_GRACE_S = grace_s(GATEWAY_SHUTDOWN_S)
 
 
@@ -92,10 +92,10 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *api_key_env(fleet)],
         "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},
                       "limits": {"cpu": gw.cpu, "memory": gw.memory}},
-        "livenessProbe": http_probe("/health", 10),
+        "livenessProbe": http_probe(HEALTH_PATH, 10),
         # NOTE: readiness on /health, not /ready: /ready fails while the fleet has no ready pod,
         # and a fleet at zero must still reach its gateway for requests to wait and wake it.
-        "readinessProbe": http_probe("/health", 5),
+        "readinessProbe": http_probe(HEALTH_PATH, 5),
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],

@@ -12,11 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import API_KEY_ENV
 
 RUN_AS_UID = 65532  # the image's non-root user
-# The server and the gateway read the API key from this variable (the flag --api-key still works);
-# a key in args would be readable by anyone who can read the pod spec.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
 # After the process's own shutdown bound: the interpreter's exit, and a kubelet that sends SIGTERM
 # a little late.
@@ -69,7 +67,8 @@ def scrape_annotations(port: int) -> dict[str, str]:
 
 
 def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
-    """SCORINGFLEET_API_KEY from spec.auth.apiKeySecretRef (none without it): the server checks it,
-    the gateway checks it and sends it on to the workers."""
+    """API_KEY_ENV from spec.auth.apiKeySecretRef (none without it): the server checks it, the
+    gateway checks it and sends it on to the workers. An env var, not a flag: a key in args would
+    be readable by anyone who can read the pod spec."""
     ref = fleet.auth.api_key
     return [] if ref is None else [ref.env(API_KEY_ENV)]

@@ -101,7 +101,7 @@ def test_keda_trigger_settings_are_the_fleets_else_the_operators(fields, default
 @pytest.mark.parametrize("fields, default_address, autoscaling, message", [
     (None, None, {}, r"keda mode needs a Prometheus address for its trigger: set "
                      r"spec\.autoscaling\.keda\.prometheusAddress, or the operator's "
-                     r"SCORING_FLEET_PROMETHEUS_ADDRESS"),
+                     r"SCORINGFLEET_PROMETHEUS_ADDRESS"),
     ({"prometheusAddress": "prometheus:9090"}, None, {},
      r"spec\.autoscaling\.keda\.prometheusAddress must be an http\(s\) URL, got 'prometheus:9090'"),
     ({"prometheusAddress": 9090}, PROM, {}, r"prometheusAddress must be a string"),
