@@ -11,7 +11,7 @@ version = $(shell $(PYTHON) tools/versions.py $(1))
 TORCH  ?= torch==$(call version,TORCH_VERSION)
 STAMP  := $(VENV)/.installed
 
-.PHONY: run lint test test-fast bench clean
+.PHONY: run lint test test-fast test-unit bench clean
 
 $(STAMP): pyproject.toml Makefile Dockerfile
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,11 @@ test: setup lint
 
 test-fast: setup lint
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
+# The quick loop: no process, no Kubernetes API emulator, no real model (conftest.py marks the tests
+# that start one `system`, reading their code: tests/tiers.py).
+test-unit: $(STAMP) lint
+	$(PY) -m pytest -q -m "not slow and not system" $(ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench.compare $(ARGS)

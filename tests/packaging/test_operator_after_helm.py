@@ -26,9 +26,6 @@ from tests.processes import stop
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 15.0
 
-pytestmark = pytest.mark.skipif(not (ROOT / "fleet_operator" / "__main__.py").is_file(),
-                                reason="the operator (python -m fleet_operator) is not there yet")
-
 
 def _wait_for(probe: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
     deadline = time.monotonic() + timeout_s
