@@ -57,3 +57,9 @@ class ClientDisconnected(ScoreError):
 
     status_code = 499
     error_type = "ClientClosedRequest"
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded (model_loader.py); the message, one line, says what
+    to do, and the process exits 2. Here, not in model_loader, so startup.py can catch it without
+    importing torch."""
