@@ -30,7 +30,7 @@ ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoun
                503: "ServiceUnavailableError", 504: "TimeoutError"}
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
 UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})
-ROUTES = "POST /v1/score; GET /health, /ready, /health_generate, /metrics"
+ROUTES = "POST /v1/score; GET /health, /ready, /health_generate, /metrics, /v1/models, /get_server_info"
 
 
 class Refusal(Exception):

@@ -39,7 +39,7 @@ class _LiveGauges:
         for url, value in self.workers.loads().items():
             load.add_metric([url], value)
         yield load
-        states = GaugeMetricFamily(f"{PREFIX}_workers", "Workers by state (ready, unauthorized, stale, gone)",
+        states = GaugeMetricFamily(f"{PREFIX}_workers", "Workers by state (ready, unauthorized, loading, stale, gone)",
                                    labels=["state"])
         for state, count in self.workers.counts_by_state(self.clock()).items():
             states.add_metric([state], count)

@@ -1,6 +1,7 @@
 """The gateway's log of its workers: one line per change of a worker's state, with the reason.
 
-States: `joined` (in rotation, no /get_load answer yet, or with a key not yet checked), `ready`
+States: `joined` (in rotation, no /get_load answer yet, or with a key not yet checked), `loading`
+(it answers, but its model is still loading: a new or restarted server), `ready`
 (usable: its last poll answered), `stale` (a poll or a connection failed: why), `unauthorized` (it
 rejects the gateway's API key: key_check.py's probe or a routed request's 401 said so),
 `draining` (it answered a draining 503), `gone` (it left the rotation). A worker's
@@ -34,6 +35,8 @@ def worker_state(worker: Worker | None, is_gone: bool,
         return "unauthorized", UNAUTHORIZED_REASON
     if worker.draining:
         return "draining", "answered 503 and closed the connection: shutting down"
+    if worker.loading:
+        return "loading", "its model is loading (no work until it is loaded)"
     if worker.answered_at is None:
         return "joined", "waiting for its first /get_load answer"
     if key_required and worker.key_accepted is None:

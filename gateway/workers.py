@@ -26,6 +26,7 @@ class Worker:
     num_sent: int = 0            # sequences sent to it, ever
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
+    loading: bool = False        # its last answer said its model is still loading (no work)
 
     @property
     def num_in_flight(self) -> int:
@@ -38,9 +39,9 @@ class Worker:
         return self.num_reqs + self.num_in_flight
 
     def is_fresh(self, now: float, stale_after_s: float, key_required: bool = False) -> bool:
-        """Choosable: answered /get_load lately, nothing failed since, and (when the gateway has
-        a key) known to accept the key."""
-        return (not self.failed and self.answered_at is not None
+        """Choosable: answered /get_load lately, its model loaded, nothing failed since, and (when
+        the gateway has a key) known to accept the key."""
+        return (not self.failed and not self.loading and self.answered_at is not None
                 and now - self.answered_at <= stale_after_s
                 and (self.key_accepted is True or not key_required))
 
@@ -86,11 +87,14 @@ class WorkerRegistry:
         worker = self._workers.get(url)
         return worker.num_sent if worker else 0
 
-    def record_answer(self, url: str, num_reqs: int, mark: int, now: float) -> None:
+    def record_answer(self, url: str, num_reqs: int, mark: int, now: float,
+                      loading: bool = False) -> None:
+        """A poll answered: `num_reqs`, and whether the worker's model is still `loading`."""
         worker = self._workers.get(url)
         if worker is None:
             return
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
+        worker.loading = loading
         worker.num_sent_at_poll = mark
         self._changed(url)
 
@@ -130,12 +134,14 @@ class WorkerRegistry:
                 if w.is_fresh(now, self.stale_after_s, self.key_required)]
 
     def counts_by_state(self, now: float) -> dict[str, int]:
-        """{'ready': fresh, 'unauthorized': rejects the gateway's API key, 'stale': the others in
-        rotation, 'gone': left the rotation}."""
+        """{'ready': fresh, 'unauthorized': rejects the gateway's API key, 'loading': answers but
+        its model is loading, 'stale': the others in rotation, 'gone': left the rotation}."""
         ready = len(self.fresh(now))
         unauthorized = sum(1 for w in self._workers.values() if w.key_accepted is False)
-        return {"ready": ready, "stale": len(self._workers) - ready - unauthorized,
-                "unauthorized": unauthorized, "gone": len(self._gone)}
+        loading = sum(1 for w in self._workers.values()
+                      if w.loading and not w.failed and w.key_accepted is not False)
+        return {"ready": ready, "stale": len(self._workers) - ready - unauthorized - loading,
+                "unauthorized": unauthorized, "loading": loading, "gone": len(self._gone)}
 
     def loads(self) -> dict[str, int]:
         return {url: w.load for url, w in self._workers.items()}

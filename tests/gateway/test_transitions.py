@@ -24,7 +24,10 @@ A = "http://10.0.0.1:30000"
     (Worker(A, answered_at=1.0, key_accepted=False), False,
      ("unauthorized", "rejects the gateway's API key (401): not ready until it accepts it; the "
                       "gateway and the servers must share one key (env SCORINGFLEET_API_KEY)")),
-], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized"])
+    (Worker(A, answered_at=1.0, loading=True), False,
+     ("loading", "its model is loading (no work until it is loaded)")),
+], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized",
+        "loading"])
 def test_worker_state(worker, gone, expected):
     assert worker_state(worker, gone) == expected
 
