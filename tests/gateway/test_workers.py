@@ -95,3 +95,17 @@ def test_a_loading_worker_gets_no_work_until_an_answer_says_it_is_loaded():
                                         "gone": 0}
     reg.record_answer(A, 0, reg.poll_started(A), now=1.2)
     assert sorted(w.url for w in reg.fresh(1.3)) == [A, B]
+
+
+def test_a_worker_that_starts_loading_again_is_a_new_process_whose_key_is_checked_anew():
+    reg = WorkerRegistry(0.5, key_required=True)
+    reg.set_urls([A])
+    reg.record_answer(A, 3, reg.poll_started(A), now=1.0)
+    reg.record_key(A, True)
+    assert [w.url for w in reg.fresh(1.1)] == [A]
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.2, loading=True)  # restarted in place
+    assert reg.get(A).key_accepted is None and reg.fresh(1.3) == []
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.4)  # loaded, key not yet checked
+    assert reg.fresh(1.5) == []
+    reg.record_key(A, True)
+    assert [w.url for w in reg.fresh(1.5)] == [A]
