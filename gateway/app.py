@@ -1,7 +1,8 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
 Routes: POST /v1/score (the door's checks, then the Router), /health (process up), /ready and
-/health_generate (at least one usable worker), /metrics. Every error is the gateway's JSON body
+/health_generate (at least one usable worker), /metrics, /v1/models and /get_server_info (a ready
+worker's answer, model_info.py). Every error is the gateway's JSON body
 and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
 the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
 reverse.
@@ -30,6 +31,7 @@ from gateway.intake import (
 )
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.model_info import INFO_PATHS, ask_a_worker
 from gateway.poller import Poller
 from gateway.routing import Router
 from gateway.transitions import TransitionLog
@@ -68,9 +70,16 @@ def create_app(config: GatewayConfig) -> web.Application:
         return web.Response(body=request.app[ROUTER].metrics.render(),
                             headers={"Content-Type": CONTENT_TYPE})
 
+    async def model_info(request: web.Request) -> web.Response:
+        router = request.app[ROUTER]
+        return as_response(await ask_a_worker(router.registry, router.session, request.path,
+                                              upstream_headers(request.headers, config.api_key),
+                                              config.poll_timeout_s))
+
     app.add_routes([web.post("/v1/score", score), web.get("/health", health),
                     web.get("/ready", ready), web.get("/health_generate", ready),
-                    web.get("/metrics", metrics)])
+                    web.get("/metrics", metrics),
+                    *(web.get(path, model_info) for path in INFO_PATHS)])
     return app
 
 
@@ -91,6 +100,7 @@ def unready_reason(registry: WorkerRegistry) -> str:
 
 
 UNREADY_STATES = ((WorkerState.UNAUTHORIZED, "reject the gateway's API key"),
+                  (WorkerState.LOADING, "loading their model"),
                   (WorkerState.STALE, "not answering /get_load lately"),
                   (WorkerState.JOINED, "waiting for a first /get_load answer or the key check"))
 

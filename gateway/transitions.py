@@ -31,6 +31,8 @@ def state_reason(state: WorkerState, worker: Worker | None) -> str:
         return (worker.failure or "failed") if worker.failed else "no /get_load answer lately"
     if state is WorkerState.DRAINING:
         return "answered 503 and closed the connection: shutting down"
+    if state is WorkerState.LOADING:
+        return "its model is loading (no work until it is loaded)"
     if state is WorkerState.JOINED:
         return ("waiting for its first /get_load answer" if worker.answered_at is None
                 else "waiting for the API key check")

@@ -25,6 +25,7 @@ class WorkerState(StrEnum):
     DRAINING = "draining"          # answered a draining 503: still choosable while fresh
     STALE = "stale"                # a poll or a connection failed, or no answer lately
     UNAUTHORIZED = "unauthorized"  # rejects the gateway's API key
+    LOADING = "loading"            # answers, but its model is still loading (a new or restarted server)
     GONE = "gone"                  # left the rotation
 
 
@@ -39,6 +40,7 @@ class Worker:
     num_sent: int = 0            # sequences sent to it, ever
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
+    loading: bool = False        # its last answer said its model is still loading (no work)
 
     @property
     def num_in_flight(self) -> int:
@@ -70,6 +72,8 @@ def worker_state(worker: Worker | None, now: float, stale_after_s: float,
         return WorkerState.JOINED
     if now - worker.answered_at > stale_after_s:
         return WorkerState.STALE
+    if worker.loading:
+        return WorkerState.LOADING
     return WorkerState.DRAINING if worker.draining else WorkerState.READY
 
 
@@ -114,11 +118,16 @@ class WorkerRegistry:
         worker = self._workers.get(url)
         return worker.num_sent if worker else 0
 
-    def record_answer(self, url: str, num_reqs: int, mark: int, now: float) -> None:
+    def record_answer(self, url: str, num_reqs: int, mark: int, now: float,
+                      loading: bool = False) -> None:
+        """A poll answered: `num_reqs`, and whether the worker's model is still `loading`."""
         worker = self._workers.get(url)
         if worker is None:
             return
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
+        if loading and not worker.loading:  # a new process (a restart): its key is checked anew
+            worker.key_accepted = None
+        worker.loading = loading
         worker.num_sent_at_poll = mark
         self._changed(url)
 

@@ -20,8 +20,9 @@ from server.body_limit import BodySizeLimit
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
 from server.engine import Engine
-from server.errors import ClientDisconnected, ScoreError, Unauthorized
-from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
+from server.errors import ClientDisconnected, ScoreError, ServiceUnavailable, Unauthorized
+from server.gc_freeze import freeze_gc
+from server.schemas import LOADING_HEADER, ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +45,20 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
     _add_info_routes(app, config, engine)
+    _add_freeze_gc_route(app, config, engine)
     return app
 
 
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _api_key_check(config: ServerConfig):
     async def require_api_key(request: Request) -> None:
         if not is_authorized(request.headers.get("authorization", ""), config.api_key):
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return require_api_key
 
+
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
-              dependencies=[Depends(require_api_key)])
+              dependencies=[Depends(_api_key_check(config))])
     async def score(body: ScoreRequest, request: Request) -> ScoreResponse:
         result = await _cancel_on_disconnect(engine.score(body), request)
         return ScoreResponse(
@@ -67,8 +72,10 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None
 def _add_load_routes(app: FastAPI, engine: Engine) -> None:
     """Read from the scheduler when asked: true at every moment, a drain's included."""
     @app.get("/get_load", response_model=list[LoadEntry])
-    async def get_load() -> list[LoadEntry]:
+    async def get_load(response: Response) -> list[LoadEntry]:
         load = engine.load()
+        # The body stays SGLang's; whether the model is still loading (load then 0) is a header.
+        response.headers[LOADING_HEADER] = "true" if engine.is_loading else "false"
         return [LoadEntry(num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
                           num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
 
@@ -91,24 +98,38 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         """Readiness: model loaded, loop alive, not draining."""
         if engine.is_ready:
             return Response(status_code=200)
-        reason = "draining" if engine.is_draining else "engine loop not running"
+        reason = ("draining" if engine.is_draining else "the model is loading" if engine.is_loading
+                  else "engine loop not running")
         return _error_response(503, f"not ready: {reason}")
 
 
 def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.get("/v1/models")
     async def models() -> dict:
+        max_model_len = engine.input_limits.max_context_tokens  # 503 while the model loads
         return {"object": "list", "data": [{
             "id": config.model_name, "object": "model", "owned_by": "scoring-fleet",
-            "root": config.model_path, "max_model_len": engine.input_limits.max_context_tokens,
+            "root": config.model_path, "max_model_len": max_model_len,
         }]}
 
     @app.get("/get_server_info")
     async def server_info() -> dict:
         """The effective arguments (device and dtype as resolved) and the model's limits."""
-        return {**config.to_dict(), "model_name": config.model_name,
-                "context_length": engine.input_limits.max_context_tokens,
-                "vocab_size": engine.input_limits.vocab_size}
+        limits = engine.input_limits  # 503 while the model loads
+        return {**engine.config.to_dict(), "model_name": config.model_name,
+                "context_length": limits.max_context_tokens,
+                "vocab_size": limits.vocab_size}
+
+
+def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+    @app.api_route("/freeze_gc", methods=["GET", "POST"], response_class=PlainTextResponse,
+                   dependencies=[Depends(_api_key_check(config))], responses=ERROR_RESPONSES)
+    async def freeze_gc_route() -> Response:
+        """SGLang's: after a warm-up, keep what is alive out of the collector's full passes."""
+        if engine.is_loading:  # what is alive now is the load's garbage too
+            raise ServiceUnavailable("the model is loading; freeze the collector once it serves")
+        freeze_gc("POST /freeze_gc")
+        return PlainTextResponse("Garbage collection frozen.\n")
 
 
 async def _cancel_on_disconnect(work, request: Request):

@@ -52,3 +52,9 @@ class ClientDisconnected(ScoreError):
     """The client went away before its answer; 499 as nginx logs it (nobody reads the body)."""
 
     status_code = 499
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded (model_loader.py); the message, one line, says what
+    to do, and the process exits 2. Here, not in model_loader, so startup.py can catch it without
+    importing torch."""

@@ -123,10 +123,11 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": fleet.server.port, "protocol": "TCP"}],
         "env": _env(fleet),
         "resources": _resources(fleet),
-        # Loading is not liveness: a download and a load can take minutes, during which the server
-        # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
-        # after that, a hung process is restarted within ~30 s.
-        "startupProbe": http_probe(HEALTH_PATH, STARTUP_PERIOD_S, startup_failure_threshold(fleet)),
+        # Loading is not liveness: a download and a load can take minutes. The server listens from
+        # its first second (/health 200, its load reported as loading), but the startup probe waits
+        # for the model (/health_generate) for spec.server.startupTimeoutSeconds, so a load that
+        # hangs restarts the container; after that, a hung process is restarted within ~30 s.
+        "startupProbe": http_probe(HEALTH_GENERATE_PATH, STARTUP_PERIOD_S, startup_failure_threshold(fleet)),
         "livenessProbe": http_probe(HEALTH_PATH, 10),
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
         "readinessProbe": http_probe(HEALTH_GENERATE_PATH, 5),

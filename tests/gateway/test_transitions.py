@@ -33,8 +33,9 @@ UNAUTHORIZED = ("unauthorized", "rejects the gateway's API key (401): not ready 
     (Worker(A, answered_at=1.0, key_accepted=False), UNAUTHORIZED),
     # one state for the log, the gauge and /ready: a refused key wins over a failure
     (Worker(A, answered_at=1.0, failed=True, key_accepted=False), UNAUTHORIZED),
+    (Worker(A, answered_at=1.0, loading=True), ("loading", "its model is loading (no work until it is loaded)")),
 ], ids=["gone", "joined", "ready", "stale", "stale-no-reason", "stale-by-time", "draining", "unauthorized",
-        "unauthorized-and-failed"])
+        "unauthorized-and-failed", "loading"])
 def test_worker_state(worker, expected):
     state = worker_state(worker, now=1.2, stale_after_s=0.5)
     assert (state.value, state_reason(state, worker)) == expected
