@@ -16,6 +16,7 @@ from server.drain import DrainingServer
 from server.engine import Engine
 from server.model_loader import ModelLoadError, load_model, resolve_device, resolve_dtype
 from server.model_runner import ModelRunner
+from server.rerank import Reranker, choose_reranker
 
 log = logging.getLogger("server")
 
@@ -43,9 +44,26 @@ def build_engine(config: ServerConfig) -> Engine:
     return Engine(config, runner)
 
 
-def serve(config: ServerConfig, engine: Engine) -> int:
+def build_reranker(config: ServerConfig, runner: ModelRunner) -> Reranker | None:
+    """The rerank template for this model (--rerank-template, else by the model's names), its
+    labels checked against the tokenizer. One given by the flag that cannot serve is a
+    ModelLoadError (exit 2); the automatic one that cannot serve leaves the server without
+    /v1/rerank (a warning): /v1/score must not fail to start over a rerank default."""
+    model_config = runner.model.config
+    names = [config.model_path, config.served_model_name, getattr(model_config, "_name_or_path", None),
+             *(getattr(model_config, "architectures", None) or [])]
+    try:
+        return choose_reranker(config.rerank_template, names, runner.tokenize)
+    except ValueError as error:
+        if config.rerank_template is not None:
+            raise ModelLoadError(f"--rerank-template: {error}") from error
+        log.warning("no /v1/rerank: %s", error)
+        return None
+
+
+def serve(config: ServerConfig, engine: Engine, reranker: Reranker | None = None) -> int:
     """Serve until a signal's drain ends; the process's exit code (0: nothing was cut)."""
-    server = DrainingServer(uvicorn_config(create_app(config, engine), config), engine,
+    server = DrainingServer(uvicorn_config(create_app(config, engine, reranker), config), engine,
                             config.drain_timeout_s)
     server.run()
     if server.exit_code:
@@ -80,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
         load_started = time.monotonic()
         engine = build_engine(config)
+        reranker = build_reranker(config, engine.runner)
     except ModelLoadError as error:
         log.error("%s", error)
         return 2
@@ -88,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     age = seconds_since_start()
     log.info("ready%s; serving on %s:%d", "" if age is None else f" in {age:.1f} s after start",
              config.host, config.port)
-    return serve(config, engine)
+    if reranker is not None:
+        log.info("rerank template: %s", reranker.template.name)
+    return serve(config, engine, reranker)
 
 
 if __name__ == "__main__":

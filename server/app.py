@@ -21,6 +21,8 @@ from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
 from server.engine import Engine
 from server.errors import ClientDisconnected, ScoreError, Unauthorized
+from server.rerank import Reranker, rerank_response, score_request
+from server.rerank_schemas import RerankRequest, RerankResponse
 from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
@@ -28,8 +30,9 @@ log = logging.getLogger(__name__)
 ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 500, 503, 504)}
 
 
-def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
-    """The app over `engine`; `config` is the resolved one the engine was built with."""
+def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None = None) -> FastAPI:
+    """The app over `engine`; `config` is the resolved one the engine was built with. Without a
+    `reranker` (a server over a fake runner) there is no /v1/rerank or /v2/rerank."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await engine.start()
@@ -41,13 +44,16 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
     _add_score_route(app, config, engine)
+    if reranker is not None:
+        for version in ("1", "2"):
+            _add_rerank_route(app, config, engine, reranker, version)
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
-    _add_info_routes(app, config, engine)
+    _add_info_routes(app, config, engine, reranker)
     return app
 
 
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _api_key_check(config: ServerConfig):
     async def require_api_key(request: Request) -> None:
         if config.api_key is None:
             return
@@ -56,9 +62,12 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None
         given, expected = token.strip().encode(), config.api_key.encode()
         if scheme.lower() != "bearer" or not secrets.compare_digest(given, expected):
             raise Unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'")
+    return Depends(require_api_key)
 
+
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
-              dependencies=[Depends(require_api_key)])
+              dependencies=[_api_key_check(config)])
     async def score(body: ScoreRequest, request: Request) -> ScoreResponse:
         result = await _cancel_on_disconnect(engine.score(body), request)
         return ScoreResponse(
@@ -67,6 +76,19 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None
             usage=Usage(prompt_tokens=result.num_prompt_tokens,
                         total_tokens=result.num_prompt_tokens),
         )
+
+
+def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker,
+                      version: str) -> None:
+    """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key."""
+    @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
+              responses=ERROR_RESPONSES, dependencies=[_api_key_check(config)])
+    async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
+        scoring = score_request(reranker, body, engine.runner.tokenize, engine.input_limits,
+                                engine.special_tokens)
+        result = await _cancel_on_disconnect(engine.score(scoring), request)
+        return rerank_response(body, [scores[1] for scores in result.scores], result.num_prompt_tokens,
+                               body.model or config.model_name, version)
 
 
 def _add_load_routes(app: FastAPI, engine: Engine) -> None:
@@ -100,7 +122,8 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         return _error_response(503, "ServiceUnavailableError", f"not ready: {reason}")
 
 
-def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
+                     reranker: Reranker | None) -> None:
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{
@@ -113,7 +136,8 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None
         """The effective arguments (device and dtype as resolved) and the model's limits."""
         return {**config.to_dict(), "model_name": config.model_name,
                 "context_length": engine.input_limits.max_context_tokens,
-                "vocab_size": engine.input_limits.vocab_size}
+                "vocab_size": engine.input_limits.vocab_size,
+                "rerank_template": reranker.to_dict() if reranker else None}
 
 
 async def _cancel_on_disconnect(work, request: Request):

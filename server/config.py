@@ -49,6 +49,7 @@ class ServerConfig:
     num_threads: int | None = None
     access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
     compile: bool = False  # torch.compile the items forward, warmed before ready
+    rerank_template: str | None = None  # a built-in's name or a JSON file; None: by the model's name
 
     def __post_init__(self) -> None:
         if self.max_items_per_request is None:
@@ -154,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--compile", action="store_true",
         help="torch.compile the items forward (fuses the elementwise work); compiled and warmed "
              "at start, before ready (minutes on a small CPU), so no request waits on a compile")
+    add("--rerank-template", default=None, metavar="NAME|FILE",
+        help="the template of /v1/rerank and /v2/rerank: a built-in (qwen3-reranker, yes-no) or a "
+             "JSON file (docs/rerank.md); default: qwen3-reranker for a model named so, else yes-no")
     return parser
 
 
