@@ -1,10 +1,10 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
-Routes: POST /v1/score (the door's checks, then the Router), /health (process up), /ready and
-/health_generate (at least one usable worker), /metrics. Every error is the gateway's JSON body
-and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
-the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
-reverse.
+Routes: POST /v1/score, /v1/rerank and /v2/rerank (the door's checks, then the Router), /health
+(process up), /ready and /health_generate (at least one usable worker), /metrics. Every error is
+the gateway's JSON body and every client answer is counted (errors.error_middleware). Startup
+builds the upstream session, the registry, the poller and discovery (static URLs or the pod
+watch); cleanup stops them in reverse.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 
 ROUTER = web.AppKey("router", Router)
+SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank")
 
 
 def create_app(config: GatewayConfig) -> web.Application:
@@ -51,7 +52,7 @@ def create_app(config: GatewayConfig) -> web.Application:
                            content_encoding(request.headers), config.max_request_bytes)
         num_sequences = count_sequences(parse_body(body))
         reply = await request.app[ROUTER].route(
-            body, upstream_headers(request.headers, config.api_key), num_sequences)
+            body, upstream_headers(request.headers, config.api_key), num_sequences, request.path)
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
@@ -67,7 +68,9 @@ def create_app(config: GatewayConfig) -> web.Application:
         return web.Response(body=request.app[ROUTER].metrics.render(),
                             headers={"Content-Type": CONTENT_TYPE})
 
-    app.add_routes([web.post("/v1/score", score), web.get("/health", health),
+    # A rerank is a score request on the worker (its documents the items): the same door and router.
+    app.add_routes([web.post(path, score) for path in SCORING_PATHS])
+    app.add_routes([web.get("/health", health),
                     web.get("/ready", ready), web.get("/health_generate", ready),
                     web.get("/metrics", metrics)])
     return app
