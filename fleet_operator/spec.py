@@ -14,6 +14,7 @@ from typing import Any
 
 from fleet_operator import crd, names
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
+from fleet_operator.context import OperatorConfig
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
 from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
 from fleet_operator.sources import (
@@ -31,6 +32,8 @@ __all__ = ["AuthSpec", "ConfigMapKeyRef", "FleetSpec", "GatewaySpec", "ModelSpec
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# An operator configured with nothing: no default image, Prometheus, namespace or gateway image.
+UNCONFIGURED = OperatorConfig()
 
 
 @dataclass(frozen=True)
@@ -115,19 +118,14 @@ class FleetSpec:
 
 
 def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
-                default_image: str | None = None,
-                default_prometheus_address: str | None = None,
-                operator_namespace: str | None = None,
-                default_gateway_image: str | None = None) -> FleetSpec:
+                defaults: OperatorConfig = UNCONFIGURED) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
-    default_image is the operator's server image (SCORING_FLEET_DEFAULT_IMAGE; the operator itself
-    runs the control image); used only for CPU fleets, because nothing says it was built with CUDA.
-    default_prometheus_address is the operator's Prometheus for keda mode's trigger, when the fleet
-    names none. operator_namespace is where the operator runs (its scrapes of the pods and the
-    gateway come from there: the NetworkPolicies admit it).
-    default_gateway_image is the operator's image for gateway pods (the control image), when
-    spec.gateway.image is not set.
+    `defaults` is the operator's config: what a fleet leaves out. Its default_image (the server
+    image; the operator itself runs the control image) is used only for CPU fleets, because nothing
+    says it was built with CUDA; prometheus_address is keda mode's trigger's when the fleet names
+    none; namespace is the operator's (its scrapes of the pods and the gateway come from there: the
+    NetworkPolicies admit it); gateway_image is for gateway pods when spec.gateway.image is not set.
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
@@ -135,13 +133,13 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                                    required=True), name)
     resources = _parse_resources(top.child("resources"))
     autoscaling = parse_autoscaling(top.value.get("autoscaling"),
-                                    prometheus_address=default_prometheus_address)
-    gateway = _parse_gateway(top.child("gateway"), autoscaling, name, default_gateway_image)
+                                    prometheus_address=defaults.prometheus_address)
+    gateway = _parse_gateway(top.child("gateway"), autoscaling, name, defaults.gateway_image)
     return FleetSpec(
         name=name,
         namespace=namespace,
         model=model,
-        image=_image(top, resources, default_image),
+        image=_image(top, resources, defaults.default_image),
         replicas=top.integer("replicas"),
         resources=resources,
         server=_parse_server(top.child("server")),
@@ -149,7 +147,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         gateway=gateway,
         auth=AuthSpec(api_key=parse_secret_ref(top.child("auth").value.get("apiKeySecretRef"),
                                                 "spec.auth.apiKeySecretRef")),
-        network_policy=parse_network_policy(top.value.get("networkPolicy"), operator_namespace),
+        network_policy=parse_network_policy(top.value.get("networkPolicy"), defaults.namespace),
         rollout=_parse_rollout(top.child("rollout")),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),

@@ -34,7 +34,8 @@ from gateway.poller import Poller
 from gateway.routing import Router
 from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
-from gateway.workers import WorkerRegistry
+from gateway.workers import WorkerRegistry, WorkerState
+from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
 ROUTER = web.AppKey("router", Router)
 SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank")
@@ -46,7 +47,7 @@ def create_app(config: GatewayConfig) -> web.Application:
 
     async def score(request: web.Request) -> web.Response:
         if not is_authorized(request.headers, config.api_key):
-            raise Refusal(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
+            raise Refusal(401, UNAUTHORIZED_MESSAGE)
         check_head(request.headers, config.max_request_bytes)
         body = decode_body(await read_body(request.content, config.max_request_bytes),
                            content_encoding(request.headers), config.max_request_bytes)
@@ -84,14 +85,17 @@ def count_answer(app: web.Application, status: int, duration_s: float = 0.0) -> 
 
 
 def unready_reason(registry: WorkerRegistry) -> str:
-    """Why no worker is usable, for /ready's body."""
-    counts = registry.counts_by_state(time.monotonic())
+    """Why no worker is usable, for /ready's body: the workers in rotation by state."""
     if not registry.urls():
         return "no worker known"
-    parts = [f"{counts['unauthorized']} reject the gateway's API key"] if counts["unauthorized"] else []
-    if counts["stale"]:
-        parts.append(f"{counts['stale']} not answering /get_load (or the key check) lately")
+    counts = registry.counts_by_state(time.monotonic())
+    parts = [f"{counts[state.value]} {what}" for state, what in UNREADY_STATES if counts[state.value]]
     return f"no usable worker ({', '.join(parts)})"
+
+
+UNREADY_STATES = ((WorkerState.UNAUTHORIZED, "reject the gateway's API key"),
+                  (WorkerState.STALE, "not answering /get_load lately"),
+                  (WorkerState.JOINED, "waiting for a first /get_load answer or the key check"))
 
 
 async def _lifetime(app: web.Application, config: GatewayConfig):
@@ -99,7 +103,7 @@ async def _lifetime(app: web.Application, config: GatewayConfig):
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
     key_required = config.api_key is not None
     registry = WorkerRegistry(config.stale_after_s, key_required=key_required,
-                              on_change=TransitionLog(key_required=key_required).observe)
+                              on_change=TransitionLog(config.stale_after_s, key_required).observe)
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
                     waiting.notify, config.api_key)

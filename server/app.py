@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from contextlib import asynccontextmanager
 
@@ -16,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE, error_body, is_authorized
 from server.body_limit import BodySizeLimit
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
@@ -55,13 +55,8 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None =
 
 def _api_key_check(config: ServerConfig):
     async def require_api_key(request: Request) -> None:
-        if config.api_key is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        given, expected = token.strip().encode(), config.api_key.encode()
-        if scheme.lower() != "bearer" or not secrets.compare_digest(given, expected):
-            raise Unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'")
+        if not is_authorized(request.headers.get("authorization", ""), config.api_key):
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
     return Depends(require_api_key)
 
 
@@ -119,7 +114,7 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         if engine.is_ready:
             return Response(status_code=200)
         reason = "draining" if engine.is_draining else "engine loop not running"
-        return _error_response(503, "ServiceUnavailableError", f"not ready: {reason}")
+        return _error_response(503, f"not ready: {reason}")
 
 
 def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
@@ -161,29 +156,28 @@ async def _wait_for_disconnect(request: Request) -> None:
         pass
 
 
-def _error_response(status: int, error_type: str, message: str, headers=None) -> JSONResponse:
-    body = ErrorResponse(message=message, type=error_type, code=status)
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+def _error_response(status: int, message: str, headers=None) -> JSONResponse:
+    return JSONResponse(error_body(status, message), status_code=status, headers=headers)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ScoreError)
     async def on_score_error(_: Request, error: ScoreError) -> JSONResponse:
-        return _error_response(error.status_code, error.error_type, error.message, error.headers)
+        return _error_response(error.status_code, error.message, error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        return _error_response(400, "BadRequestError", _describe_validation(error))
+        return _error_response(400, _describe_validation(error))
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        return _error_response(error.status_code, "BadRequestError", str(error.detail),
+        return _error_response(error.status_code, str(error.detail),
                                getattr(error, "headers", None))
 
     @app.exception_handler(Exception)
     async def on_unexpected(_: Request, error: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return _error_response(500, "InternalServerError", f"{type(error).__name__}: {error}")
+        return _error_response(500, f"{type(error).__name__}: {error}")
 
 
 def _describe_validation(error: RequestValidationError) -> str:

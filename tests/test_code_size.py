@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("server", "fleet_operator", "gateway")
+PACKAGES = ("server", "fleet_operator", "gateway", "scoringfleet_contract")
 MAX_FUNCTION_LINES = 50
 MAX_MODULE_LINES = 300
 

@@ -48,9 +48,11 @@ def test_set_urls_keeps_state_of_kept_workers_and_counts_gone():
     reg.record_answer(A, 7, reg.poll_started(A), now=1.0)
     assert reg.set_urls([A, C]) == ([C], [B])
     assert reg.get(A).num_reqs == 7 and reg.get(B) is None
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "unauthorized": 0, "gone": 1}
+    assert reg.counts_by_state(1.1) == {"joined": 1, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "gone": 1}
     reg.set_urls([A, B, C])               # B came back: no longer gone
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "unauthorized": 0, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 2, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "gone": 0}
 
 
 def test_reports_about_unknown_workers_are_ignored():
@@ -80,6 +82,8 @@ def test_a_worker_refusing_the_key_counts_as_unauthorized_until_it_accepts_it():
     assert reg.record_key(A, True) and reg.record_key(B, False)
     assert not reg.record_key(B, False)  # no change: on_change (the transition log) is not told
     assert [w.url for w in reg.fresh(1.1)] == [A]
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 0, "unauthorized": 1, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 0, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 1,
+                                      "gone": 0}
     assert reg.record_key(B, True)
-    assert reg.counts_by_state(1.1) == {"ready": 2, "stale": 0, "unauthorized": 0, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 0, "ready": 2, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "gone": 0}

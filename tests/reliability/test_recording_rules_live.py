@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet_operator.autoscaling.scraper import parse_gauges
+from fleet_operator.scraper import parse_gauges
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for

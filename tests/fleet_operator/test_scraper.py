@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from fleet_operator.autoscaling.scraper import (
+from fleet_operator.scraper import (
     Gauges,
     ScrapeResult,
     is_serving,
