@@ -20,7 +20,9 @@ from bench.free_server import FreeRunner
 from server.__main__ import serve
 from server.config import parse_args
 from server.engine import Engine
-from server.startup import EngineStartup
+from server.rerank import Reranker
+from server.rerank_templates import load_template
+from server.startup import EngineStartup, Loaded
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The drain's lines, not a line per request: a benchmark's client shares the CPU.
     logging.getLogger("uvicorn.access").addFilter(lambda record: False)
+    # /v1/rerank only with --rerank-template: the runner's tokenizer is a token per character, so
+    # the template's labels must be one character each.
+    reranker = (Reranker.create(load_template(config.rerank_template), runner.tokenize)
+                if config.rerank_template else None)
     if pace.load_s <= 0:
-        return serve(config, Engine(config, runner))
+        return serve(config, Engine(config, runner), reranker)
 
     def load():
         time.sleep(pace.load_s)
-        return config, runner
+        return Loaded(config, runner, reranker)
     return serve(config, EngineStartup(config, load))
 
 

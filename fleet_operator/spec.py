@@ -17,9 +17,16 @@ from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
 from fleet_operator.context import OperatorConfig
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
 from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
-from fleet_operator.sources import SecretKeyRef, VolumeSource, parse_secret_ref, parse_volume_source
+from fleet_operator.sources import (
+    ConfigMapKeyRef,
+    SecretKeyRef,
+    VolumeSource,
+    parse_config_map_ref,
+    parse_secret_ref,
+    parse_volume_source,
+)
 
-__all__ = ["AuthSpec", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
+__all__ = ["AuthSpec", "ConfigMapKeyRef", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
            "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
@@ -54,6 +61,8 @@ class ServerSpec:
     max_queued_requests: int = crd.default("server", "maxQueuedRequests")
     request_timeout_s: int = crd.default("server", "requestTimeoutSeconds")
     startup_timeout_s: int = crd.default("server", "startupTimeoutSeconds")  # the startupProbe's
+    # spec.server.rerankTemplate: a built-in's name, a ConfigMap's key, or None (the server picks)
+    rerank_template: str | ConfigMapKeyRef | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +202,20 @@ def _parse_server(srv: Fields) -> ServerSpec:
         max_queued_requests=srv.integer("maxQueuedRequests"),
         request_timeout_s=srv.integer("requestTimeoutSeconds"),
         startup_timeout_s=srv.integer("startupTimeoutSeconds"),
+        rerank_template=_parse_rerank_template(srv),
     )
+
+
+def _parse_rerank_template(srv: Fields) -> str | ConfigMapKeyRef | None:
+    if srv.value.get("rerankTemplate") is None:
+        return None
+    template = srv.child("rerankTemplate")
+    ref = template.value.get("configMapKeyRef")
+    if ("builtin" in template.value) == (ref is not None):  # the CRD's CEL rule, repeated
+        raise SpecError(f"{template.path} takes exactly one of builtin and configMapKeyRef")
+    if ref is None:
+        return template.enum("builtin")
+    return parse_config_map_ref(ref, f"{template.path}.configMapKeyRef")
 
 
 def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str,

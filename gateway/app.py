@@ -1,8 +1,8 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
-Routes: POST /v1/score (the door's checks, then the Router), /health (process up), /ready and
-/health_generate (at least one usable worker), /metrics, /v1/models and /get_server_info (a ready
-worker's answer, model_info.py). Every error is the gateway's JSON body
+Routes: POST /v1/score, /v1/rerank and /v2/rerank (the door's checks, then the Router), /health
+(process up), /ready and /health_generate (at least one usable worker), /metrics, /v1/models and
+/get_server_info (a ready worker's answer, model_info.py). Every error is the gateway's JSON body
 and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
 the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
 reverse.
@@ -40,6 +40,7 @@ from gateway.workers import WorkerRegistry, WorkerState
 from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
 ROUTER = web.AppKey("router", Router)
+SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank")
 
 
 def create_app(config: GatewayConfig) -> web.Application:
@@ -54,7 +55,7 @@ def create_app(config: GatewayConfig) -> web.Application:
                            content_encoding(request.headers), config.max_request_bytes)
         num_sequences = count_sequences(parse_body(body))
         reply = await request.app[ROUTER].route(
-            body, upstream_headers(request.headers, config.api_key), num_sequences)
+            body, upstream_headers(request.headers, config.api_key), num_sequences, request.path)
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
@@ -76,7 +77,9 @@ def create_app(config: GatewayConfig) -> web.Application:
                                               upstream_headers(request.headers, config.api_key),
                                               config.poll_timeout_s))
 
-    app.add_routes([web.post("/v1/score", score), web.get("/health", health),
+    # A rerank is a score request on the worker (its documents the items): the same door and router.
+    app.add_routes([web.post(path, score) for path in SCORING_PATHS])
+    app.add_routes([web.get("/health", health),
                     web.get("/ready", ready), web.get("/health_generate", ready),
                     web.get("/metrics", metrics),
                     *(web.get(path, model_info) for path in INFO_PATHS)])

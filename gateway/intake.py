@@ -88,9 +88,11 @@ def parse_body(body: bytes):
 
 
 def count_sequences(payload) -> int:
-    """Items in a score request (one sequence each); 1 when the body is not what we expect
-    (the worker will answer 400 and we only need a weight)."""
-    items = payload.get("items") if isinstance(payload, dict) else None
+    """Items in a score request, or documents in a rerank (one sequence each); 1 when the body is
+    not what we expect (the worker will answer 400 and we only need a weight)."""
+    if not isinstance(payload, dict):
+        return 1
+    items = payload.get("items", payload.get("documents"))
     return max(len(items), 1) if isinstance(items, list) else 1
 
 

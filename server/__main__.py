@@ -18,7 +18,8 @@ from server.cpus import detect_usable_cpus
 from server.drain import DrainingServer
 from server.engine import Engine
 from server.errors import ModelLoadError
-from server.startup import EngineStartup
+from server.rerank import Reranker, choose_reranker
+from server.startup import EngineStartup, Loaded
 
 log = logging.getLogger("server")
 
@@ -59,18 +60,39 @@ def build_engine(config: ServerConfig) -> Engine:
 
 
 def load(config: ServerConfig):
-    """On the loading thread: (the resolved config, the runner), with the start's log lines."""
+    """On the loading thread: the resolved config, the runner and its rerank template, with the
+    start's log lines."""
     config = resolve_config(config)
     # NOTE: loading is the slow part of a start (a hub download, reading the weights): say it
     # began, and how long it took, so a pod that is not ready yet shows why in its log.
     log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
     load_started = time.monotonic()
     runner = build_runner(config)
+    reranker = build_reranker(config, runner)
     import torch
 
     log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
              time.monotonic() - load_started, torch.get_num_threads())
-    return config, runner
+    if reranker is not None:
+        log.info("rerank template: %s", reranker.template.name)
+    return Loaded(config, runner, reranker)
+
+
+def build_reranker(config: ServerConfig, runner) -> Reranker | None:
+    """The rerank template for this model (--rerank-template, else by the model's names), its
+    labels checked against the tokenizer. One given by the flag that cannot serve is a
+    ModelLoadError (exit 2); the automatic one that cannot serve leaves the server without
+    /v1/rerank (a warning): /v1/score must not fail to start over a rerank default."""
+    model_config = runner.model.config
+    names = [config.model_path, config.served_model_name, getattr(model_config, "_name_or_path", None),
+             *(getattr(model_config, "architectures", None) or [])]
+    try:
+        return choose_reranker(config.rerank_template, names, runner.tokenize)
+    except ValueError as error:
+        if config.rerank_template is not None:
+            raise ModelLoadError(f"--rerank-template: {error}") from error
+        log.warning("no /v1/rerank: %s", error)
+        return None
 
 
 def log_ready(engine: Engine) -> None:
@@ -79,10 +101,11 @@ def log_ready(engine: Engine) -> None:
              engine.config.host, engine.config.port)
 
 
-def serve(config: ServerConfig, engine: Engine | EngineStartup) -> int:
+def serve(config: ServerConfig, engine: Engine | EngineStartup, reranker: Reranker | None = None) -> int:
     """Serve until a signal's drain ends, or a model that failed to load; the process's exit code
-    (0: nothing was cut; 1: a drain was cut; 2: the model did not load)."""
-    server = DrainingServer(uvicorn_config(create_app(config, engine), config), engine,
+    (0: nothing was cut; 1: a drain was cut; 2: the model did not load). `reranker`: for an
+    engine built before serving; an EngineStartup's load chooses its own."""
+    server = DrainingServer(uvicorn_config(create_app(config, engine, reranker), config), engine,
                             config.drain_timeout_s)
     server.run()
     if server.exit_code == 1:

@@ -20,8 +20,10 @@ from server.body_limit import BodySizeLimit
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
 from server.engine import Engine
-from server.errors import ClientDisconnected, ScoreError, ServiceUnavailable, Unauthorized
+from server.errors import ClientDisconnected, NotFound, ScoreError, ServiceUnavailable, Unauthorized
 from server.gc_freeze import freeze_gc
+from server.rerank import Reranker, rerank_response, score_request
+from server.rerank_schemas import RerankRequest, RerankResponse
 from server.schemas import LOADING_HEADER, ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
@@ -29,8 +31,11 @@ log = logging.getLogger(__name__)
 ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 500, 503, 504)}
 
 
-def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
-    """The app over `engine`; `config` is the resolved one the engine was built with."""
+def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None = None) -> FastAPI:
+    """The app over `engine` (an Engine, or the EngineStartup that becomes one); `config` is the
+    resolved one the engine was built with. `reranker`: the rerank template when the caller knows
+    it (a server over a fake runner); else the one the model's load chose (EngineStartup.reranker).
+    Without one, /v1/rerank and /v2/rerank answer 404 saying how to get one."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await engine.start()
@@ -42,9 +47,11 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
     _add_score_route(app, config, engine)
+    for version in ("1", "2"):
+        _add_rerank_route(app, config, engine, reranker, version)
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
-    _add_info_routes(app, config, engine)
+    _add_info_routes(app, config, engine, reranker)
     _add_freeze_gc_route(app, config, engine)
     return app
 
@@ -53,12 +60,12 @@ def _api_key_check(config: ServerConfig):
     async def require_api_key(request: Request) -> None:
         if not is_authorized(request.headers.get("authorization", ""), config.api_key):
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
-    return require_api_key
+    return Depends(require_api_key)
 
 
 def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
-              dependencies=[Depends(_api_key_check(config))])
+              dependencies=[_api_key_check(config)])
     async def score(body: ScoreRequest, request: Request) -> ScoreResponse:
         result = await _cancel_on_disconnect(engine.score(body), request)
         return ScoreResponse(
@@ -67,6 +74,33 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None
             usage=Usage(prompt_tokens=result.num_prompt_tokens,
                         total_tokens=result.num_prompt_tokens),
         )
+
+
+def _reranker_of(engine: Engine, reranker: Reranker | None) -> Reranker | None:
+    """The template given to create_app, else the one the load chose (503 while it loads)."""
+    return reranker if reranker is not None else getattr(engine, "reranker", None)
+
+
+def _dict_or_none(reranker: Reranker | None) -> dict | None:
+    return None if reranker is None else reranker.to_dict()
+
+
+def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | None,
+                      version: str) -> None:
+    """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key."""
+    @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
+              responses={**ERROR_RESPONSES, 404: {"model": ErrorResponse}},
+              dependencies=[_api_key_check(config)])
+    async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
+        chosen = _reranker_of(engine, reranker)
+        if chosen is None:
+            raise NotFound("this server has no rerank template for its model: start it with "
+                           "--rerank-template NAME|FILE (docs/rerank.md)")
+        scoring = score_request(chosen, body, engine.runner.tokenize, engine.input_limits,
+                                engine.special_tokens)
+        result = await _cancel_on_disconnect(engine.score(scoring), request)
+        return rerank_response(body, [scores[1] for scores in result.scores], result.num_prompt_tokens,
+                               body.model or config.model_name, version)
 
 
 def _add_load_routes(app: FastAPI, engine: Engine) -> None:
@@ -103,7 +137,8 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         return _error_response(503, f"not ready: {reason}")
 
 
-def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
+                     reranker: Reranker | None) -> None:
     @app.get("/v1/models")
     async def models() -> dict:
         max_model_len = engine.input_limits.max_context_tokens  # 503 while the model loads
@@ -118,12 +153,13 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine) -> None
         limits = engine.input_limits  # 503 while the model loads
         return {**engine.config.to_dict(), "model_name": config.model_name,
                 "context_length": limits.max_context_tokens,
-                "vocab_size": limits.vocab_size}
+                "vocab_size": limits.vocab_size,
+                "rerank_template": _dict_or_none(_reranker_of(engine, reranker))}
 
 
 def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.api_route("/freeze_gc", methods=["GET", "POST"], response_class=PlainTextResponse,
-                   dependencies=[Depends(_api_key_check(config))], responses=ERROR_RESPONSES)
+                   dependencies=[_api_key_check(config)], responses=ERROR_RESPONSES)
     async def freeze_gc_route() -> Response:
         """SGLang's: after a warm-up, keep what is alive out of the collector's full passes."""
         if engine.is_loading:  # what is alive now is the load's garbage too

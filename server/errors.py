@@ -24,6 +24,10 @@ class Unauthorized(ScoreError):
     status_code = 401
 
 
+class NotFound(ScoreError):
+    status_code = 404
+
+
 class ServiceUnavailable(ScoreError):
     """Queue full or draining: the client should retry later, here or elsewhere."""
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from server.config import ServerConfig
 from server.engine import Engine, Runner
@@ -23,18 +24,31 @@ from server.scheduler import Load
 log = logging.getLogger("server")
 
 NO_LOAD = Load(num_running=0, num_waiting=0, num_running_tokens=0, num_waiting_tokens=0)
-LoadFunction = Callable[[], tuple[ServerConfig, Runner]]
+
+
+class Loaded(NamedTuple):
+    """What a load gives: the resolved config, the runner, and the rerank template it chose
+    (server.rerank.Reranker; None: the model has none)."""
+
+    config: ServerConfig
+    runner: Runner
+    reranker: Any = None
+
+
+LoadFunction = Callable[[], tuple]  # (config, runner) or (config, runner, reranker): a Loaded
 
 
 class EngineStartup:
     def __init__(self, config: ServerConfig, load: LoadFunction,
                  on_ready: Callable[[Engine], None] | None = None) -> None:
-        """`load()` runs on the loading thread and returns the resolved config and the runner;
-        it raises ModelLoadError (one line) for a model that cannot be served. `on_ready(engine)`
-        runs on the event loop once the engine's loop is running."""
+        """`load()` runs on the loading thread and returns the resolved config and the runner
+        (and the rerank template it chose, if any: a `Loaded`); it raises ModelLoadError (one
+        line) for a model that cannot be served. `on_ready(engine)` runs on the event loop once
+        the engine's loop is running."""
         self.config = config  # the resolved one once loaded (what /get_server_info reports)
         self._load, self._on_ready = load, on_ready
         self.engine: Engine | None = None
+        self._reranker = None
         self.load_failed = False
         self.is_draining = False
         self._loading_metrics = ServerMetrics(config.model_name, config.max_total_tokens,
@@ -58,6 +72,20 @@ class EngineStartup:
     @property
     def input_limits(self):
         return self._loaded().input_limits
+
+    @property
+    def runner(self) -> Runner:
+        return self._loaded().runner
+
+    @property
+    def special_tokens(self):
+        return self._loaded().special_tokens
+
+    @property
+    def reranker(self):
+        """The rerank template the load chose (None: none for this model); 503 while loading."""
+        self._loaded()
+        return self._reranker
 
     def load(self) -> Load:
         return NO_LOAD if self.engine is None else self.engine.load()
@@ -93,7 +121,7 @@ class EngineStartup:
 
     async def _load_and_start(self) -> None:
         try:
-            config, runner = await _in_daemon_thread(self._load)
+            config, runner, reranker = Loaded(*await _in_daemon_thread(self._load))
         except Exception as error:  # noqa: BLE001 - whatever it is, the process must end (exit 2)
             if isinstance(error, ModelLoadError):
                 log.error("%s", error)
@@ -105,7 +133,7 @@ class EngineStartup:
         if self.is_draining:  # a SIGTERM came while loading
             engine.begin_drain()
         await engine.start()
-        self.config, self.engine = config, engine
+        self.config, self._reranker, self.engine = config, reranker, engine
         if self._on_ready is not None:
             self._on_ready(engine)
 

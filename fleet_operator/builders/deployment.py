@@ -28,6 +28,10 @@ CONTAINER_NAME = "server"
 CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesystem is read-only
 HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
 MODEL_CACHE_VOLUME = "model-cache"
+# spec.server.rerankTemplate.configMapKeyRef: the ConfigMap's key, mounted read-only as this file.
+RERANK_TEMPLATE_VOLUME = "rerank-template"
+RERANK_TEMPLATE_DIR = "/etc/scoringfleet/rerank"
+RERANK_TEMPLATE_FILE = "template.json"
 STARTUP_PERIOD_S = 10
 
 
@@ -50,7 +54,18 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--max-queued-requests", str(srv.max_queued_requests),
         "--request-timeout", str(srv.request_timeout_s),
         "--drain-timeout", str(drain_timeout_s(fleet)),
+        *_rerank_template_args(fleet),
     ]
+
+
+def _rerank_template_args(fleet: FleetSpec) -> list[str]:
+    """A built-in's name, or the mounted ConfigMap key's file; none: the server picks by model."""
+    template = fleet.server.rerank_template
+    if template is None:
+        return []
+    if isinstance(template, str):
+        return ["--rerank-template", template]
+    return ["--rerank-template", f"{RERANK_TEMPLATE_DIR}/{RERANK_TEMPLATE_FILE}"]
 
 
 def drain_timeout_s(fleet: FleetSpec) -> int:
@@ -93,7 +108,7 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
         "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
         "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}},
-                    *_model_cache_volume(fleet)],
+                    *_model_cache_volume(fleet), *_rerank_template_volume(fleet)],
     }
     if fleet.node_selector:
         pod["nodeSelector"] = dict(fleet.node_selector)
@@ -134,7 +149,8 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet)],
+                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet),
+                         *_rerank_template_mount(fleet)],
     }
 
 
@@ -166,6 +182,19 @@ def _model_cache_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
     if fleet.model.cache.read_only:
         mount["readOnly"] = True  # left out when false: the API server drops a false readOnly
     return [mount]
+
+
+def _rerank_template_volume(fleet: FleetSpec) -> list[dict[str, Any]]:
+    template = fleet.server.rerank_template
+    if template is None or isinstance(template, str):
+        return []
+    return [template.volume(RERANK_TEMPLATE_VOLUME, RERANK_TEMPLATE_FILE)]
+
+
+def _rerank_template_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
+    if not _rerank_template_volume(fleet):
+        return []
+    return [{"name": RERANK_TEMPLATE_VOLUME, "mountPath": RERANK_TEMPLATE_DIR, "readOnly": True}]
 
 
 def _env(fleet: FleetSpec) -> list[dict[str, Any]]:
