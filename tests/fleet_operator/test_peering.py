@@ -12,7 +12,15 @@ from kopf import cli
 
 from fleet_operator.clock import format_time
 from fleet_operator.peering import (
-    DEFAULT_LIFETIME_S, Gate, GatedApiClient, NotLeading, PeeringConfig, derived_priority, judge, leading_only)
+    DEFAULT_LIFETIME_S,
+    Gate,
+    GatedApiClient,
+    NotLeading,
+    PeeringConfig,
+    derived_priority,
+    judge,
+    leading_only,
+)
 
 NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=timezone.utc)
 MARGIN_S = 2.0
