@@ -56,11 +56,10 @@ class Replica:
 
 
 def prepare(kube_api: Any) -> None:
-    """The ScoringFleet CRD, kopf's peering CRDs and the ClusterKopfPeering (the chart's objects)."""
+    """The chart's CRDs: ScoringFleet's and kopf's peering ones (the first replica makes the
+    ClusterKopfPeering)."""
     kube_api.apply_file(CRD_PATH)
     kube_api.apply_file(PEERING_CRDS)
-    kube_api.create({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
-                     "metadata": {"name": PEERING}})
 
 
 def start_replica(kube_api: Any, tmp_path: Path, identity: str, lifetime_s: int = LIFETIME_S) -> Replica:

@@ -15,8 +15,10 @@ import pytest
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.operator_process import Cluster
 from tests.fleet_operator.waiting import wait_for
+from tests.packaging.test_rbac import CLUSTER_PEERING_GRANTS
 from tests.reliability.ha import LIFETIME_S, PEERING_PATH, leader, prepare, scale_writes, start_replica, stop_replicas
 from tests.reliability.support import IDLE, MetricsPod, fleet_doc
+from tests.reliability.test_rbac_used import TEST_CLIENTS, grant_of
 
 pytestmark = pytest.mark.slow
 
@@ -107,6 +109,11 @@ def test_one_writer_and_a_sigkilled_leader_is_taken_over(kube_api, pair, pods):
     writers = [r.user_agent.rsplit("/", 1)[1] for r in scale_writes(kube_api, both_live, FLEET)]
     assert writers == ["op-a", "op-b"], writers
     assert "Traceback" not in b.log()
+    # The peering's calls (kopf's and ours) are exactly what the chart grants for it.
+    peering_calls = {grant_of(r.method, r.path) for r in kube_api.requests(0)
+                     if "/kopf.dev/" in r.path and not TEST_CLIENTS.match(r.user_agent)}
+    assert peering_calls == {(group, resource, verb) for (group, resource), verbs in
+                             CLUSTER_PEERING_GRANTS.items() for verb in verbs}
 
 
 def test_sigterm_hands_over_at_once(kube_api, pair, pods):
