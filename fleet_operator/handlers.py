@@ -19,6 +19,7 @@ import kopf
 from fleet_operator import kube, names
 from fleet_operator.autoscaling.spec import is_native
 from fleet_operator.context import FleetLocks, OperatorConfig, OperatorContext
+from fleet_operator.peering import leading_only
 from fleet_operator.reconcile import owner_fleet, reconcile_fleet
 from fleet_operator.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due
 
@@ -96,19 +97,20 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     kopf.on.login(registry=registry)(login)
     kopf.on.startup(registry=registry, id="start")(functools.partial(start, config=config))
     kopf.on.cleanup(registry=registry)(stop)
+    # leading_only: a replica that may not write (peering.py) skips them quietly
     for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
-        on(*FLEETS, registry=registry, id="reconcile")(reconcile)
+        on(*FLEETS, registry=registry, id="reconcile")(leading_only(reconcile))
     # Services, PDBs and HPAs are not watched: the timer re-applies every child now and then.
     kopf.timer(*FLEETS, registry=registry, id="resync", interval=config.resync_interval_s,
-               initial_delay=config.resync_interval_s)(reconcile)
+               initial_delay=config.resync_interval_s)(leading_only(reconcile))
     # sharp: ticks on a fixed grid, not TICK_S after the previous tick's end (a tick takes a scrape).
     kopf.timer(*FLEETS, registry=registry, id="autoscale", interval=TICK_S, sharp=True,
-               when=is_natively_autoscaled)(autoscale)
+               when=is_natively_autoscaled)(leading_only(autoscale))
     kopf.on.event(*DEPLOYMENTS, registry=registry,
-                  labels={names.FLEET_LABEL: kopf.PRESENT})(child_changed)
+                  labels={names.FLEET_LABEL: kopf.PRESENT})(leading_only(child_changed))
     # the gateway's Deployment carries the gateway label instead (its pods are not scoring pods)
     kopf.on.event(*DEPLOYMENTS, registry=registry, id="gateway_changed",
-                  labels={names.GATEWAY_LABEL: kopf.PRESENT})(child_changed)
+                  labels={names.GATEWAY_LABEL: kopf.PRESENT})(leading_only(child_changed))
 
 
 @contextlib.contextmanager

@@ -120,14 +120,16 @@ def crd_status(crd: dict[str, Any], now: str) -> dict[str, Any]:
 
 # --- Tables (server-side printing) ---
 
-_TOKEN = re.compile(r'\.([^.\[]+)|\[\?\(@\.([\w.-]+)\s*==\s*["\']([^"\']*)["\']\)\]|\[(\d+)\]')
+# A key may hold escaped dots (`.metadata.annotations.example\.com/x`), as kubectl's JSONPath allows.
+_TOKEN = re.compile(r'\.((?:\\\.|[^.\[\\])+)|\[\?\(@\.([\w.-]+)\s*==\s*["\']([^"\']*)["\']\)\]|\[(\d+)\]')
 
 
 def eval_json_path(obj: Any, path: str) -> Any:
-    """A printer column's jsonPath: `.a.b`, `[0]`, `[?(@.type=="Ready")]` (first match); else None."""
+    r"""A printer column's jsonPath: `.a.b`, `.a.b\.c`, `[0]`, `[?(@.type=="Ready")]` (first match); else None."""
     value = obj
     for key, filter_key, filter_value, index in _TOKEN.findall(path.strip()):
         if key:
+            key = key.replace('\\.', '.')
             value = value.get(key) if isinstance(value, dict) else None
         elif filter_key:
             matches = [item for item in value or [] if isinstance(item, dict)

@@ -18,6 +18,7 @@ DEFAULT_IMAGE_ENV = ENV_PREFIX + "DEFAULT_IMAGE"
 GATEWAY_IMAGE_ENV = ENV_PREFIX + "GATEWAY_IMAGE"
 RESYNC_INTERVAL_ENV = ENV_PREFIX + "RESYNC_INTERVAL_S"
 PROMETHEUS_ADDRESS_ENV = ENV_PREFIX + "PROMETHEUS_ADDRESS"
+PEERING_LIFETIME_ENV = ENV_PREFIX + "PEERING_LIFETIME_S"  # kopf peering: how long a silent peer counts
 
 # ---- the API key --------------------------------------------------------------------------------
 UNAUTHORIZED_MESSAGE = "missing or wrong API key: send 'Authorization: Bearer <key>'"

@@ -96,9 +96,11 @@ def test_parse_path(path, expected):
     ('.status.conditions[?(@.type=="Ready")].status', 'True'),
     ('.status.conditions[0].type', 'Synced'),
     ('.status.missing', None),
-], ids=['dotted', 'filter', 'index', 'missing'])
+    (r'.metadata.annotations.example\.com/leader', 'pod-a'),  # an escaped dot is part of the key
+], ids=['dotted', 'filter', 'index', 'missing', 'escaped-dot'])
 def test_printer_column_json_path(path, expected):
-    obj = {'spec': {'size': 3}, 'status': {'conditions': [{'type': 'Synced', 'status': 'False'},
+    obj = {'metadata': {'annotations': {'example.com/leader': 'pod-a'}},
+           'spec': {'size': 3}, 'status': {'conditions': [{'type': 'Synced', 'status': 'False'},
                                                           {'type': 'Ready', 'status': 'True'}]}}
     assert discovery.eval_json_path(obj, path) == expected
 

@@ -22,7 +22,8 @@ def test_each_registry_is_fresh_and_independent():
         assert ids == {"reconcile"}
         assert {h.id for h in registry._spawning.get_all_handlers()} == {"resync", "autoscale"}
         assert {h.id for h in registry._watching.get_all_handlers()} == {"child_changed", "gateway_changed"}
-        assert len(registry._activities.get_all_handlers()) == 3  # login, startup, cleanup
+        # login, startup and cleanup; the peering watcher's startup, cleanup and `leading` probe
+        assert len(registry._activities.get_all_handlers()) == 6
     assert kopf.get_default_registry() not in (first, second)
 
 

@@ -50,12 +50,15 @@ def _with(values: dict, path: str, value) -> dict:
         ("watchNamespaces", ["team-a", "team-a"]),
         ("crds.keep", "yes"),
         ("operator.livenessPort", 80),          # privileged port: the operator is non-root
-        ("replicaCount", 2),                     # kopf standalone: one operator, no such knob
+        ("replicaCount", 2),                     # the knob is operator.replicas
         ("monitoring.podMonitor.interval", "often"),
         ("keda.prometheusAddress", "prometheus:9090"),
+        ("operator.replicas", 0),
+        ("operator.peering.lifetimeSeconds", 1),  # kopf's keep-alive needs a few seconds
     ],
     ids=["log-level", "pull-policy", "namespace-name", "namespace-twice", "keep-not-bool",
-         "privileged-port", "unknown-key", "interval-format", "keda-address-not-a-url"],
+         "privileged-port", "unknown-key", "interval-format", "keda-address-not-a-url",
+         "no-operator", "lifetime-too-short"],
 )
 def test_schema_rejects(values, validator, path, value):
     assert list(validator.iter_errors(_with(values, path, value))) != []

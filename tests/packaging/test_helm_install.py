@@ -13,6 +13,8 @@ import yaml
 from tests.packaging.helm_tool import CHART, by_kind
 from tools import sync_crd
 
+PEERING_CRDS = CHART / "files" / "kopf-peering.crd.yaml"
+
 RELEASE_NS = "scoring-system"
 
 
@@ -31,8 +33,13 @@ def test_install_creates_the_operator_account_rbac_and_a_served_crd(render, api_
     assert "scoringfleets" in {r["name"] for r in discovery["resources"]}
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["python", "-m", "fleet_operator"]
-    assert {"--standalone", "--all-namespaces",
+    # kopf peering between the replicas, never --standalone (two would both write)
+    assert {"--peering=sf-scoring-fleet", "--all-namespaces",
             "--liveness=http://0.0.0.0:8080/healthz"} <= set(container["args"])
+    assert "--standalone" not in container["args"]
+    # kopf's peering CRDs are served: the replicas' peering object can be made (by the first one)
+    discovery = api_get("/apis/kopf.dev/v1")
+    assert {"clusterkopfpeerings", "kopfpeerings"} <= {r["name"] for r in discovery["resources"]}
 
 
 @pytest.mark.parametrize(
@@ -46,7 +53,8 @@ def test_install_creates_the_operator_account_rbac_and_a_served_crd(render, api_
 )
 def test_chart_crd_is_crds_source_plus_labels_and_keep(render, crds, has_crd, keep):
     objects = render({"crds": crds})
-    rendered = by_kind(objects, "CustomResourceDefinition")
+    rendered = [crd for crd in by_kind(objects, "CustomResourceDefinition")
+                if crd["spec"]["group"] == "scoring.fleet.dev"]
     assert len(rendered) == int(has_crd)
     if not has_crd:
         return
@@ -60,8 +68,6 @@ def test_chart_crd_is_crds_source_plus_labels_and_keep(render, crds, has_crd, ke
 
 def test_operator_pod_meets_the_restricted_pod_security_standard(render):
     (deployment,) = by_kind(render({}), "Deployment")
-    assert deployment["spec"]["replicas"] == 1  # kopf standalone: one operator, never two
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     security = {**pod["securityContext"], **container["securityContext"]}
@@ -211,3 +217,48 @@ def test_network_policy_admits_only_the_liveness_port_to_the_operator(render):
 def test_network_policy_can_be_turned_off(render):
     objects = render({"networkPolicy": {"enabled": False}})
     assert by_kind(objects, "NetworkPolicy") == [] and by_kind(objects, "Deployment")
+
+
+def test_two_peering_replicas_roll_one_at_a_time_on_different_nodes_under_a_pdb(render):
+    objects = render({})
+    (deployment,) = by_kind(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    # a new replica is up (standing by) before an old one leaves
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod = deployment["spec"]["template"]["spec"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    # each replica's identity in the peering object is its pod name; its lifetime from the values
+    assert env["POD_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["SCORINGFLEET_PEERING_LIFETIME_S"]["value"] == "15"
+    (pdb,) = by_kind(objects, "PodDisruptionBudget")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+
+
+def test_one_replica_gets_no_pdb_and_a_given_affinity_replaces_the_default(render):
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}
+    objects = render({"operator": {"replicas": 1}, "affinity": affinity})
+    assert by_kind(objects, "PodDisruptionBudget") == []
+    (deployment,) = by_kind(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["affinity"] == affinity
+    assert any(a.startswith("--peering=") for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+@pytest.mark.parametrize("peering", [True, False], ids=["installed", "left-to-another-release"])
+def test_kopfs_peering_crds_come_from_the_chart_file(render, peering):
+    objects = render({"crds": {"peering": peering}})
+    rendered = {crd["metadata"]["name"]: crd for crd in by_kind(objects, "CustomResourceDefinition")
+                if crd["spec"]["group"] == "kopf.dev"}
+    if not peering:
+        assert rendered == {}
+        return
+    source = {doc["metadata"]["name"]: doc for doc in yaml.safe_load_all(PEERING_CRDS.read_text())}
+    assert set(rendered) == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} == set(source)
+    for name, crd in rendered.items():
+        assert crd["spec"] == source[name]["spec"]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

@@ -60,11 +60,12 @@ def _healthy(url: str) -> bool:
 
 
 def _env_value(item: dict, namespace: str) -> str:
-    """An env entry's value as the kubelet gives it: a literal, or the downward API's namespace."""
+    """An env entry's value as the kubelet gives it: a literal, or the downward API's namespace or
+    pod name (the peering identity)."""
     if "value" in item:
         return item["value"]
-    assert item["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, item
-    return namespace
+    fields = {"metadata.namespace": namespace, "metadata.name": "sf-scoring-fleet-7d9f8-abcde"}
+    return fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
 
 
 @pytest.fixture()
@@ -108,3 +109,7 @@ def test_fleet_applied_after_helm_install_is_reconciled(operator_from_chart, kub
     assert _wait_for(lambda: kube_api.request(
         "GET", "/apis/scoring.fleet.dev/v1alpha1/namespaces/default/scoringfleets/smollm2-scorer"
     )[1].get("status", {}).get("selector"), "the fleet's status")
+    # With the chart's --peering, the replica made the peering object and says there that it leads.
+    peering = kube_api.request("GET", "/apis/kopf.dev/v1/clusterkopfpeerings/sf-scoring-fleet")[1]
+    assert peering["metadata"]["annotations"]["scoring.fleet.dev/leader"] == "sf-scoring-fleet-7d9f8-abcde"
+    assert "sf-scoring-fleet-7d9f8-abcde" in peering["status"]

@@ -40,6 +40,13 @@ NAMESPACED_GRANTS = {
 CLUSTER_GRANTS = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): frozenset({"list", "watch"}),
 }
+# kopf's peering between the operator's replicas (tests/reliability/test_operator_ha.py checks them
+# against the requests two replicas send): the ClusterKopfPeering with all namespaces, a KopfPeering
+# in each watched namespace; created by the first replica, keep-alives merge-patched, the leader
+# annotates it.
+PEERING_VERBS = READ | {"create", "patch"}
+CLUSTER_PEERING_GRANTS = {("kopf.dev", "clusterkopfpeerings"): PEERING_VERBS}
+NAMESPACED_PEERING_GRANTS = {("kopf.dev", "kopfpeerings"): PEERING_VERBS}
 # Granted but not exercised by test_rbac_used's run, each for a reason.
 GRANTED_FOR_PATHS_NOT_RUN = {
     ("scoring.fleet.dev", "scoringfleets/finalizers", "update"):
@@ -76,7 +83,8 @@ def _only(objects: list[dict], kind: str) -> dict:
 
 def test_all_namespaces_grants_exactly_the_fleet_rules_cluster_wide(render):
     objects = render({})
-    assert grants(_only(objects, "ClusterRole")["rules"]) == {**NAMESPACED_GRANTS, **CLUSTER_GRANTS}
+    assert grants(_only(objects, "ClusterRole")["rules"]) == {**NAMESPACED_GRANTS, **CLUSTER_GRANTS,
+                                                               **CLUSTER_PEERING_GRANTS}
     assert by_kind(objects, "Role") == [] and by_kind(objects, "RoleBinding") == []
     binding = _only(objects, "ClusterRoleBinding")
     account = _only(objects, "ServiceAccount")["metadata"]
@@ -90,7 +98,7 @@ def test_watched_namespaces_get_a_role_each_and_the_cluster_role_only_reads_crds
     assert grants(_only(objects, "ClusterRole")["rules"]) == CLUSTER_GRANTS
     roles = by_kind(objects, "Role")
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["team-a", "team-b"]
-    assert all(grants(role["rules"]) == NAMESPACED_GRANTS for role in roles)
+    assert all(grants(role["rules"]) == {**NAMESPACED_GRANTS, **NAMESPACED_PEERING_GRANTS} for role in roles)
     bindings = by_kind(objects, "RoleBinding")
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     # Each binding grants the operator's account, which lives in the release namespace.

@@ -19,10 +19,12 @@ class MetricsPod:
     def __init__(self, host: str, port: int, body: bytes | None) -> None:
         self.body = body
         self.stopping = threading.Event()
+        self.asked = threading.Event()  # set on each request: a scrape is under way
         pod = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                pod.asked.set()
                 if pod.body is None:
                     pod.stopping.wait(HANG_S)
                     return

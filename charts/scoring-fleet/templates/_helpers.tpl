@@ -142,6 +142,18 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
   verbs: ["create"]
 {{- end -}}
 
+{{/*
+kopf's peering between the operator's replicas: its keep-alives are merge patches of the peering
+object's status, which it lists and watches; the leader annotates it; the first replica creates it
+(Helm cannot create a custom resource in the release that installs its CRD). The ClusterKopfPeering
+with all namespaces, a KopfPeering in each watched namespace.
+*/}}
+{{- define "scoring-fleet.peeringRules" -}}
+- apiGroups: ["kopf.dev"]
+  resources: [{{ .resource | quote }}]
+  verbs: ["create", "get", "list", "watch", "patch"]
+{{- end -}}
+
 {{/* Cluster-scoped reads kopf needs in every mode. */}}
 {{- define "scoring-fleet.clusterRules" -}}
 # kopf lists and watches CRDs to notice when ScoringFleet's is (re)installed.
@@ -150,9 +162,14 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
   verbs: ["list", "watch"]
 {{- end -}}
 
+{{/* The peering object's name: operator.peering.name, or the release's full name. */}}
+{{- define "scoring-fleet.peeringName" -}}
+{{- default (include "scoring-fleet.fullname" .) .Values.operator.peering.name -}}
+{{- end -}}
+
 {{/* The operator's command line after `python -m fleet_operator`. */}}
 {{- define "scoring-fleet.operatorArgs" -}}
-- --standalone
+- --peering={{ include "scoring-fleet.peeringName" . }}
 - --liveness=http://0.0.0.0:{{ .Values.operator.livenessPort }}/healthz
 {{- if eq .Values.operator.logLevel "quiet" }}
 - --quiet
