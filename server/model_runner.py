@@ -1,9 +1,10 @@
 """ModelRunner: owns the model, the tokenizer and the query (prefix) cache; run(batch) -> scores.
 
-A batch holds sequences of one or more requests. Each request's shared prefix (its query) is
-computed once, in one forward of its own, and its key/value tensors are kept until the request
-leaves the scheduler (all of them on full-attention layers, the last window - 1 on sliding ones:
-all an item can still see); every item of that request then attends to them. The batch's items go
+A batch holds sequences of one or more requests. Each request's shared prefix (its query) comes
+from the query cache (query_cache.py: kept across requests, keyed by its exact ids) or is computed
+in a forward of its own, continuing from its longest cached head where there is one, and added
+there (all keys on full-attention layers, the last window - 1 on sliding ones: all an item can
+still see); every item of that request then attends to them. The batch's items go
 through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
 prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
 explicitly, and one mask per layer type (full or sliding) built from true positions
@@ -23,15 +24,17 @@ from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
 from server.compiled_forward import ItemsForward
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
+from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
 from server.special_tokens import special_tokens_of
-
-KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
 
 
 class ModelRunner:
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
-                 max_padding_fraction: float = MAX_PADDING_FRACTION) -> None:
+                 max_padding_fraction: float = MAX_PADDING_FRACTION,
+                 query_cache_tokens: int = 0) -> None:
+        """query_cache_tokens: the query cache's budget (QueryCache); 0 keeps a query only while
+        a request holds it."""
         reason = unsupported_reason(model.config)
         if reason is not None:
             raise ValueError(f"the runner cannot score this model exactly: {reason}")
@@ -44,7 +47,8 @@ class ModelRunner:
         self._lm_head = model.get_output_embeddings()
         self._windows = layer_windows(model.config)  # mask key -> window
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
-        self._prefix_cache: dict[int, KV] = {}
+        self.query_cache = QueryCache(query_cache_tokens)
+        self._prefix_cache: dict[int, KV] = {}  # the batch being run's queries, by request id
         self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
 
     @property
@@ -66,13 +70,13 @@ class ModelRunner:
 
     @property
     def num_cached_prefixes(self) -> int:
-        return len(self._prefix_cache)
+        """Queries in the query cache, held or idle."""
+        return len(self.query_cache)
 
     def keep_only(self, live_request_ids: Iterable[int]) -> None:
-        """Forget the prefixes of requests that left the scheduler. Never call during run()."""
-        live = set(live_request_ids)
-        for rid in [rid for rid in self._prefix_cache if rid not in live]:
-            del self._prefix_cache[rid]
+        """Requests that left the scheduler no longer hold their queries (the cache keeps them
+        within its budget). Never call during run()."""
+        self.query_cache.keep_only(live_request_ids)
 
     @property
     def is_compiled(self) -> bool:
@@ -88,16 +92,13 @@ class ModelRunner:
         request = Request.create(ids[:prefix_tokens], [ids[prefix_tokens:]] * rows,
                                  ScoringOptions((0,), False))
         self.run(request.sequences)
-        self._prefix_cache.pop(request.rid, None)
+        self.keep_only(())
+        self.query_cache.clear()  # synthetic queries: no client sends them
 
     @torch.inference_mode()
     def run(self, sequences: Seq[Sequence]) -> RunResult:
-        requests = requests_of(sequences)
-        new = [r for r in requests if r.prefix_ids and r.rid not in self._prefix_cache]
-        for request in new:
-            self._prefix_cache[request.rid] = self._compute_prefix(request.prefix_ids)
+        num_computed = self._fetch_prefixes(requests_of(sequences))
         num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
-        num_computed = sum(len(r.prefix_ids) for r in new)
         groups = plan_groups([len(seq.own_ids) for seq in sequences],
                              [len(seq.request.prefix_ids) for seq in sequences],
                              self.max_padding_fraction)
@@ -111,17 +112,50 @@ class ModelRunner:
                          num_computed + sum(group.num_computed_tokens for group in groups),
                          sum(group.num_padding_tokens for group in groups))
 
-    def _compute_prefix(self, prefix_ids: tuple[int, ...]) -> KV:
+    def _fetch_prefixes(self, requests: Seq[Request]) -> int:
+        """Fill _prefix_cache with each request's query, from the query cache or computed (from
+        its longest cached head) and added there, in batch order, so that requests of a batch
+        with the same query or head compute it once. Returns the query tokens computed."""
+        self._prefix_cache = {}
+        num_computed = 0
+        for request in requests:
+            ids = request.prefix_ids
+            if not ids:
+                continue  # item_first, or no query: nothing shared
+            kv = self.query_cache.get(request.rid, ids)
+            if kv is None:
+                head_len, head = self.query_cache.longest_head(ids)
+                kv = self._compute_prefix(ids, head_len, head)
+                self.query_cache.add(request.rid, ids, kv)
+                num_computed += len(ids) - head_len
+            self._prefix_cache[request.rid] = kv
+        return num_computed
+
+    def _compute_prefix(self, prefix_ids: tuple[int, ...], head_len: int = 0,
+                        head: KV | None = None) -> KV:
+        """The query's kept keys and values, computed whole or, given the kept tensors of its
+        first head_len tokens, only the rest: a forward over the rest at its true positions,
+        over a cache of the head, with the runner's masks (the head's sliding layers hold only
+        the last window - 1 keys, which is all the rest can see). Exact either way."""
         from transformers import DynamicCache
 
-        input_ids = torch.tensor([prefix_ids], device=self.device)
-        # NOTE: a cache built without the config keeps every key, as the batch layout expects;
-        # then each sliding layer keeps what items can still see (num_kept), as a copy so that
-        # the full tensor is freed.
-        out = self._decoder(input_ids=input_ids, cache=DynamicCache(), use_cache=True)
+        input_ids = torch.tensor([prefix_ids[head_len:]], device=self.device)
+        if head is None:
+            # NOTE: a cache built without the config keeps every key, as the batch layout
+            # expects; then each sliding layer keeps what items can still see (num_kept), as a
+            # copy so that the full tensor is freed.
+            out = self._decoder(input_ids=input_ids, cache=DynamicCache(), use_cache=True)
+        else:
+            num_rest = len(prefix_ids) - head_len
+            masks = {kind: additive_mask([head_len], [num_rest], num_rest, window, self.dtype,
+                                         self.device) for kind, window in self._windows.items()}
+            positions = torch.arange(head_len, len(prefix_ids), device=self.device).unsqueeze(0)
+            out = self._decoder(input_ids=input_ids, attention_mask=masks.get("", masks),
+                                position_ids=positions, cache=DynamicCache(ddp_cache_data=head),
+                                use_cache=True)
         kept = []
         for layer, window in zip(out.cache.layers, self._layer_windows):
-            start = len(prefix_ids) - num_kept(len(prefix_ids), window)
+            start = layer.keys.shape[2] - num_kept(len(prefix_ids), window)
             keys, values = layer.keys, layer.values
             kept.append((keys[:, :, start:].clone(), values[:, :, start:].clone()) if start
                         else (keys, values))

@@ -37,7 +37,7 @@ def real():
         yield SimpleNamespace(
             client=client, config=config,
             ids=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"],
-            decode=tokenizer.decode, model=model)
+            decode=tokenizer.decode, model=model, engine=engine)
 
 
 @torch.inference_mode()
@@ -118,3 +118,34 @@ def test_concurrent_requests_batched_together_each_match_their_reference(real):
                      for ids in item_ids]
         assert_matches(real, response.json()["scores"], sequences, body["label_token_ids"],
                        body.get("apply_softmax", False))
+
+
+def test_cached_queries_score_as_a_fresh_runner(real):
+    """The same query again (a hit in the query cache) and a longer one that begins with it (its
+    cached head continued, only the rest computed) score as a runner that never saw a query:
+    float32 within 1e-6; the cached-token counter grows by what was not computed."""
+    from server.inputs import prepare
+    from server.model_runner import ModelRunner
+    from server.schemas import ScoreRequest
+    from server.sequence import Request
+
+    engine, longer = real.engine, QUERY + " Think of where the state's government sits."
+    fresh = ModelRunner(real.model, engine.runner.tokenizer)
+
+    def fresh_scores(query: str) -> tuple[list[list[float]], int]:
+        prepared = prepare(ScoreRequest(query=query, items=ITEMS, label_token_ids=YES_NO),
+                           fresh.tokenize, engine.input_limits, engine.special_tokens)
+        request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options)
+        return fresh.run(request.sequences).scores, len(prepared.prefix_ids)
+
+    score(real, query=QUERY, items=ITEMS[:1], label_token_ids=YES_NO)  # cached from here on
+    query_len = fresh_scores(QUERY)[1]
+    for query, num_computed in ((QUERY, 0), (longer, fresh_scores(longer)[1] - query_len)):
+        cached_before = engine.metrics.num_cached_tokens
+        got = score(real, query=query, items=ITEMS, label_token_ids=YES_NO)["scores"]
+        expected, num_query_tokens = fresh_scores(query)
+        for row, expected_row in zip(got, expected, strict=True):
+            assert row == pytest.approx(expected_row, abs=1e-6)
+        assert 0 < num_computed or query == QUERY
+        assert (engine.metrics.num_cached_tokens - cached_before
+                == num_query_tokens * len(ITEMS) - num_computed)

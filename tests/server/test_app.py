@@ -198,11 +198,38 @@ def test_the_server_still_answers_after_the_bad_inputs(tiny):
     assert len(ok_scores(tiny.client, query=[1, 2], items=[[3]], label_token_ids=[1])) == 1
 
 
-def test_no_query_cache_is_left_once_idle(tiny):
+def test_no_query_is_held_once_idle_and_the_cache_keeps_its_budget(tiny):
     ok_scores(tiny.client, query=QUERY, items=ITEMS, label_token_ids=LABELS)
-    # The loop forgets a request's query key/values once it leaves the scheduler (no leak).
-    wait_until(lambda: tiny.engine.runner.num_cached_prefixes == 0, timeout_s=2)
+    # The loop releases a request's query once it leaves the scheduler; the query cache keeps
+    # the idle ones within its budget (no leak).
+    cache = tiny.engine.runner.query_cache
+    wait_until(lambda: cache.num_held_tokens == 0, timeout_s=2)
+    assert 0 < cache.num_tokens <= cache.max_tokens == tiny.config.query_cache_tokens
     assert tiny.engine.load().num_reqs == 0
+
+
+def test_a_repeated_query_is_counted_in_cached_tokens_and_the_hit_rate(tiny):
+    """Over HTTP: the same query twice; the second request's query tokens are all cached (its
+    items' are not), and the gauges the scheduler owns do not count idle cached queries."""
+    query = "Zz: is it a city in California? A query no other test of this module sends."
+    first = scrape(tiny.client)
+    response = score(tiny.client, query=query, items=ITEMS, label_token_ids=LABELS)
+    usage = response.json()["usage"]["prompt_tokens"]
+    middle = scrape(tiny.client)
+    score(tiny.client, query=query, items=ITEMS, label_token_ids=LABELS)
+    last = scrape(tiny.client)
+
+    def grown(samples, since, name):
+        return samples[f"sglang:{name}"]["value"] - since[f"sglang:{name}"]["value"]
+
+    num_query = len(tiny.ids(query))
+    assert grown(middle, first, "cached_tokens_total") == num_query * (len(ITEMS) - 1)
+    assert grown(last, middle, "cached_tokens_total") == num_query * len(ITEMS)
+    assert grown(last, middle, "prompt_tokens_total") == usage
+    hit_rate = last["sglang:cached_tokens_total"]["value"] / last["sglang:prompt_tokens_total"]["value"]
+    assert last["sglang:cache_hit_rate"]["value"] == pytest.approx(hit_rate)
+    assert last["sglang:num_used_tokens"]["value"] == last["sglang:token_usage"]["value"] == 0
+    assert tiny.client.get("/get_load").json()[0]["num_tokens"] == 0
 
 
 # -- other endpoints on the tiny model ---------------------------------------------------------

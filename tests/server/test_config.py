@@ -72,3 +72,26 @@ def test_a_key_no_header_could_match_is_a_usage_error(argv, environ, capsys):
 def test_the_api_key_is_never_in_the_config_repr():
     config = parse_args([], {API_KEY_ENV: "s3cret"})
     assert "s3cret" not in repr(config) and "s3cret" not in str(config.to_dict())
+
+
+@pytest.mark.parametrize("argv, device, tokens", [
+    ([], "cpu", 8192),
+    ([], "cuda", 32768),
+    (["--query-cache-tokens", "0"], "cuda", 0),                   # off
+    (["--query-cache-tokens", "100"], "cpu", 100),
+    (["--max-total-tokens", "5000"], "cuda", 5000),               # a default never above the pool
+], ids=["cpu-default", "cuda-default", "off", "explicit", "default-capped"])
+def test_the_query_cache_budget_is_filled_by_device(argv, device, tokens):
+    config = parse_args(argv)
+    assert not config.is_resolved or config.query_cache_tokens is not None
+    assert config.resolve(device, "float32").query_cache_tokens == tokens
+
+
+@pytest.mark.parametrize("argv", [["--query-cache-tokens", "-1"],
+                                  ["--query-cache-tokens", "70000", "--max-total-tokens", "65536"]],
+                         ids=["negative", "above-the-pool"])
+def test_a_query_cache_budget_outside_the_token_pool_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2
+    assert "query_cache_tokens must be in 0..max_total_tokens" in capsys.readouterr().err

@@ -16,9 +16,14 @@ SOFTMAX = ScoringOptions((5, 17, 42), True)
 
 
 @pytest.fixture(scope="module")
-def runner(tiny_model_dir):
-    model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
-    return ModelRunner(model, tokenizer)
+def tiny(tiny_model_dir):
+    return load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
+
+
+@pytest.fixture
+def runner(tiny):
+    """A fresh runner (an empty query cache) over the module's model."""
+    return ModelRunner(*tiny)
 
 
 def reference(runner: ModelRunner, ids: list[int], options: ScoringOptions) -> list[float]:

@@ -19,7 +19,7 @@ from server.inputs import InputLimits, prepare
 from server.model_runner import ModelRunner
 from server.model_support import FAMILIES, layer_mask_keys, layer_windows, unsupported_reason
 from server.schemas import ScoreRequest
-from server.sequence import Request
+from server.sequence import Request, ScoringOptions
 from tests.server.support import free_port
 
 WINDOW = 6  # tokens; every test sequence but the shortest is longer
@@ -241,3 +241,32 @@ def test_moe_routing_is_per_token_so_a_batch_changes_no_token(family):
         alone = [block(hidden[row:row + 1, i:i + 1]) for row in range(2) for i in range(20)]
     alone = torch.cat([out[0] if isinstance(out, tuple) else out for out in alone]).view_as(together)
     torch.testing.assert_close(alone, together, rtol=1e-5, atol=1e-6)
+
+
+CACHE_FAMILIES = ["llama", "mistral", "qwen2", "gemma2", "gpt_oss", "smollm3"]  # all slide but llama
+
+
+@pytest.mark.parametrize("family", CACHE_FAMILIES)
+def test_cached_queries_and_heads_score_as_a_fresh_runner(family, tokenizer):
+    """Queries sharing a 20-token head, through one runner with a query cache, each against a
+    runner that never saw a query. A whole query cached is a head of any query it begins; a
+    shorter shared head is a slice only where no layer slides (a sliding layer kept just the last
+    window - 1 keys), so there the query is computed whole."""
+    model = tiny_model(family, len(tokenizer))
+    runner = ModelRunner(model, tokenizer, query_cache_tokens=10_000)
+    generator = torch.Generator().manual_seed(2)
+
+    def ids(n: int) -> tuple[int, ...]:
+        return tuple(torch.randint(2, len(tokenizer), (n,), generator=generator).tolist())
+
+    system, items, options = ids(20), [ids(4), ids(1), ids(13)], ScoringOptions((2, 7, 40), False)
+    slides = any(window is not None for window in layer_windows(model.config).values())
+    cases = [(system, 20), (system + ids(9), 9), (system + ids(3), 3), (system, 0),
+             (system[:12] + ids(8), 20 if slides else 8)]  # (query, query tokens computed)
+    for query, num_computed in cases:
+        result = runner.run(Request.create(query, items, options).sequences)
+        runner.keep_only(())
+        fresh = ModelRunner(model, tokenizer).run(Request.create(query, items, options).sequences)
+        assert result.num_cached_tokens == len(query) * len(items) - num_computed
+        for row, expected in zip(result.scores, fresh.scores, strict=True):
+            assert row == pytest.approx(expected, abs=1e-6)
