@@ -91,6 +91,12 @@ class _ScrapeTimeCollector:
         yield gauge("token_usage", "num_used_tokens / max_total_num_tokens.",
                     load.num_running_tokens / m.max_total_tokens)
         yield gauge("max_total_num_tokens", "The running-token budget.", m.max_total_tokens)
+        # SGLang's info gauge (value 1, the facts in labels): an Inference Gateway's EPP reads the
+        # token capacity from it as page_size x num_pages; ours has no pages, so 1 x the budget.
+        info = GaugeMetricFamily("sglang:cache_config_info", "KV cache configuration: page_size x num_pages "
+                                 "tokens.", labels=(*LABEL_NAMES, "page_size", "num_pages"))
+        info.add_metric([*values, "1", str(m.max_total_tokens)], 1)
+        yield info
         yield gauge("cache_hit_rate", "Share of prompt tokens served from the query cache.",
                     m.cache_hit_rate)
         yield counter("prompt_tokens", "Prompt tokens of finished requests.", m.num_prompt_tokens)
