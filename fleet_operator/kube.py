@@ -31,6 +31,7 @@ PLURALS = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "HorizontalPodAutoscaler": "horizontalpodautoscalers",
     "ScaledObject": "scaledobjects",  # keda.sh/v1alpha1
+    "InferencePool": "inferencepools",  # inference.networking.k8s.io/v1
     "Pod": "pods",
     "ServiceAccount": "serviceaccounts",
     "Role": "roles",

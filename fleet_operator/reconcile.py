@@ -7,7 +7,7 @@ sequences them, and serialises reconciles of one fleet within the process (Fleet
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +20,7 @@ from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import (
+    INFERENCE_POOL_NOT_INSTALLED,
     KEDA_NOT_INSTALLED,
     ConditionValue,
     InvalidSpec,
@@ -27,9 +28,16 @@ from fleet_operator.status import (
     ValidSpec,
     fleet_status,
     gateway_status,
+    inference_pool_condition,
     scaled_object_condition,
     status_patch,
 )
+
+# Children of an API the cluster may not serve (a CRD of KEDA's, of the Inference Extension's): the
+# condition that reports each, and how it reads one as applied (or not installed: a 404 on create).
+OPTIONAL_CHILDREN = {"ScaledObject": ("ScaledObjectReady", scaled_object_condition),
+                     "InferencePool": ("InferencePoolReady", inference_pool_condition)}
+NOT_INSTALLED = (KEDA_NOT_INSTALLED, INFERENCE_POOL_NOT_INSTALLED)
 
 
 @dataclass(frozen=True)
@@ -57,14 +65,16 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
-        actions, keda = _apply_children(ctx, body, fleet)
+        actions, optional = _apply_children(ctx, body, fleet)
         native = fleet.autoscaling.is_native
         # spec.replicas is the desired size unless the native autoscaler decides (and reports) it
         valid = ValidSpec(native=native, desired_replicas=None if native else fleet.replicas,
-                          scaled_object=keda, gateway=_gateway_status(ctx, fleet))
+                          scaled_object=optional.get("ScaledObjectReady"),
+                          inference_pool=optional.get("InferencePoolReady"), gateway=_gateway_status(ctx, fleet))
         moved = _write_status(ctx, body, now, valid)
-        if keda is not None and keda.reason == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
-            kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda.message, now)
+        for type_, condition in optional.items():  # one Warning per move into "not installed"
+            if condition.reason in NOT_INSTALLED and type_ in moved:
+                kube.post_event(ctx.api, body, "Warning", condition.reason, condition.message, now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
             kube.post_event(ctx.api, body, "Normal", "Reconciled", ", ".join(changed), now)
@@ -80,23 +90,26 @@ def owner_fleet(child: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
-                    fleet: FleetSpec) -> tuple[dict[str, str], ConditionValue | None]:
-    """Delete the children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
+                    fleet: FleetSpec) -> tuple[dict[str, str], dict[str, ConditionValue]]:
+    """Delete the children not wanted, apply every child: (actions, the optional children's
+    conditions by type: ScaledObjectReady, InferencePoolReady, for those the fleet has)."""
     children = build_children(fleet)
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
-    actions, keda = {}, None
+    actions: dict[str, str] = {}
+    optional: dict[str, ConditionValue] = {}
     # Deletes first: KEDA's admission webhook refuses a ScaledObject on a target another HPA manages.
     for api_version, kind, child_name in unwanted_children(fleet):
         if _delete_owned(ctx, body, api_version, kind, child_name):
             actions[_action_key(kind, child_name, fleet)] = "deleted"
     for child in children:
-        if child["kind"] == "ScaledObject":
-            keda = _apply_scaled_object(ctx, child, actions)
+        if child["kind"] in OPTIONAL_CHILDREN:
+            type_, condition_of = OPTIONAL_CHILDREN[child["kind"]]
+            optional[type_] = _apply_optional(ctx, child, actions, condition_of)
             continue
-        optional = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
+        unmanaged = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
         actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
-            kube.apply(ctx.api, child, optional)
-    return actions, keda
+            kube.apply(ctx.api, child, unmanaged)
+    return actions, optional
 
 
 def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: str, kind: str,
@@ -114,21 +127,22 @@ def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: st
     return kube.delete(ctx.api, api_version, kind, namespace, child_name, uid=child["metadata"]["uid"])
 
 
-def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
-                         actions: dict[str, str]) -> ConditionValue:
-    """Apply keda mode's ScaledObject and say what KEDA reports on it (its Ready condition).
+def _apply_optional(ctx: OperatorContext, child: Mapping[str, Any], actions: dict[str, str],
+                    condition_of: Callable[..., ConditionValue]) -> ConditionValue:
+    """Apply a child of an API the cluster may not serve (keda mode's ScaledObject, the
+    InferencePool) and say what its condition reports (for the ScaledObject, KEDA's Ready).
 
-    A 404 on the create means the cluster does not serve keda.sh/v1alpha1 ScaledObjects (KEDA is
-    not installed; the fleet's namespace exists): reported, not raised, so no hot retry loop; the
-    resync timer tries again, and finds KEDA once it is installed.
+    A 404 on the create means the cluster does not serve that API (KEDA or the Inference Extension
+    is not installed; the fleet's namespace exists): reported, not raised, so no hot retry loop; the
+    resync timer tries again, and finds it once it is installed. The fleet is served either way.
     """
     try:
-        actions["ScaledObject"], live = kube.apply(ctx.api, child)
+        actions[child["kind"]], live = kube.apply(ctx.api, child)
     except kube.ApiError as e:
         if e.status != 404:
             raise
-        return scaled_object_condition(None, installed=False)
-    return scaled_object_condition(live)
+        return condition_of(None, installed=False)
+    return condition_of(live)
 
 
 def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | None:

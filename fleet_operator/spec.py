@@ -16,6 +16,7 @@ from fleet_operator import crd, names
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
 from fleet_operator.context import OperatorConfig
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
+from fleet_operator.inference_pool_spec import InferencePoolSpec, parse_inference_pool
 from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
 from fleet_operator.sources import (
     ConfigMapKeyRef,
@@ -111,6 +112,7 @@ class FleetSpec:
     auth: AuthSpec = AuthSpec()
     network_policy: NetworkPolicySpec = NetworkPolicySpec()
     rollout: RolloutSpec = RolloutSpec()
+    inference_pool: InferencePoolSpec = InferencePoolSpec()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
@@ -149,6 +151,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                                                 "spec.auth.apiKeySecretRef")),
         network_policy=parse_network_policy(top.value.get("networkPolicy"), defaults.namespace),
         rollout=_parse_rollout(top.child("rollout")),
+        inference_pool=parse_inference_pool(top.value.get("inferencePool")),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
         affinity=as_object(top.value.get("affinity"), "spec.affinity"),

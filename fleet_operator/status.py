@@ -19,6 +19,7 @@ from fleet_operator.names import selector_string
 
 Writer = Literal["reconciler", "autoscaler"]
 KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its Event's
+INFERENCE_POOL_NOT_INSTALLED = "InferencePoolCrdMissing"  # InferencePoolReady's, and its Event's
 
 
 
@@ -41,7 +42,8 @@ OWNED_FIELDS: dict[Writer, frozenset[str]] = {
                              "autoscalerHistory", "lastScaleTime", "conditions"}),
 }
 OWNED_CONDITIONS: dict[Writer, frozenset[str]] = {
-    "reconciler": frozenset({"SpecValid", "Ready", "ScaledObjectReady"}),  # the last: keda mode
+    # ScaledObjectReady: keda mode; InferencePoolReady: with spec.inferencePool
+    "reconciler": frozenset({"SpecValid", "Ready", "ScaledObjectReady", "InferencePoolReady"}),
     "autoscaler": frozenset({"MetricsAvailable", "MetricsDegraded", "ScalingLimited"}),
 }
 
@@ -129,6 +131,22 @@ def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
     return ConditionValue(ready["status"], ready.get("reason") or default_reason, message)
 
 
+def inference_pool_condition(pool: Mapping[str, Any] | None, installed: bool = True) -> ConditionValue:
+    """InferencePoolReady from the fleet's InferencePool as applied. The pool is there and selects the
+    fleet's pods: True (whether a Gateway routes to it is the HTTPRoute's, reported in the pool's
+    status.parents by the gateway); `installed` False: the cluster does not serve the CRD."""
+    if not installed:
+        return ConditionValue("False", INFERENCE_POOL_NOT_INSTALLED, "spec.inferencePool needs the Gateway "
+                              "API Inference Extension's CRD: the cluster does not serve inference.networking"
+                              ".k8s.io/v1 InferencePools (the fleet is served; no Inference Gateway routes to it)")
+    if pool is None:
+        return ConditionValue("False", "InferencePoolMissing", "the fleet's InferencePool does not exist yet")
+    spec, name = pool.get("spec") or {}, pool["metadata"]["name"]
+    ports, epp = [p.get("number") for p in spec.get("targetPorts") or ()], spec.get("endpointPickerRef") or {}
+    return ConditionValue("True", "InferencePoolApplied", f"InferencePool {name} selects the fleet's pods on "
+                          f"port {ports}; Endpoint Picker {epp.get('name')}:{(epp.get('port') or {}).get('number')}")
+
+
 @dataclass(frozen=True)
 class Observed:
     """What one reconcile read: the fleet's name and generation, its Deployment as last read (None
@@ -146,13 +164,15 @@ class ValidSpec:
 
     native: natively autoscaled; if not, the autoscaler's fields and conditions are dropped (they
     describe an autoscaler no longer at work). desired_replicas: written when given (the reconciler
-    owns it unless native). scaled_object: ScaledObjectReady in keda mode; None drops that
-    condition. gateway: status.gateway (gateway_status()); None removes it.
+    owns it unless native). scaled_object: ScaledObjectReady in keda mode; inference_pool:
+    InferencePoolReady with spec.inferencePool (None drops either). gateway: status.gateway
+    (gateway_status()); None removes it.
     """
 
     native: bool = True
     desired_replicas: int | None = None
     scaled_object: ConditionValue | None = None
+    inference_pool: ConditionValue | None = None
     gateway: Mapping[str, Any] | None = None
 
     @property
@@ -198,9 +218,10 @@ def fleet_status(current: Mapping[str, Any] | None, observed: Observed,
 
 def _valid_spec_fields(conditions: list[dict[str, Any]], spec: ValidSpec,
                        observed: Observed) -> dict[str, Any]:
-    """What only a valid spec writes: ScaledObjectReady, status.gateway, desiredReplicas, and (not
-    native) the autoscaler's fields and conditions dropped."""
-    conditions = _scaled_object_ready(conditions, spec.scaled_object, observed.now, observed.generation)
+    """What only a valid spec writes: ScaledObjectReady, InferencePoolReady, status.gateway,
+    desiredReplicas, and (not native) the autoscaler's fields and conditions dropped."""
+    for type_, value in (("ScaledObjectReady", spec.scaled_object), ("InferencePoolReady", spec.inference_pool)):
+        conditions = _child_condition(conditions, type_, value, observed.now, observed.generation)
     fields: dict[str, Any] = {"gateway": spec.gateway}
     if spec.desired_replicas is not None:
         fields["desiredReplicas"] = spec.desired_replicas
@@ -210,11 +231,11 @@ def _valid_spec_fields(conditions: list[dict[str, Any]], spec: ValidSpec,
     return {**fields, "conditions": conditions}
 
 
-def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: ConditionValue | None,
-                         now: datetime, generation: int | None) -> list[dict[str, Any]]:
-    if scaled_object is None:  # not keda mode (any more): nothing to report
-        return [c for c in conditions if c.get("type") != "ScaledObjectReady"]
-    return set_condition(conditions, "ScaledObjectReady", *scaled_object, now, generation)
+def _child_condition(conditions: list[dict[str, Any]], type_: str, value: ConditionValue | None,
+                     now: datetime, generation: int | None) -> list[dict[str, Any]]:
+    if value is None:  # the fleet has no such child (any more): nothing to report
+        return [c for c in conditions if c.get("type") != type_]
+    return set_condition(conditions, type_, *value, now, generation)
 
 
 def gateway_status(address: str | None,

@@ -90,13 +90,7 @@ class _ScrapeTimeCollector:
             family.add_metric(values, value)
             return family
 
-        # Not SGLang's: 1 from the process's first second until its model is loaded (its load is
-        # then truly 0 and it takes no request), 0 after. Autoscalers count such a pod as 0.
-        loading = GaugeMetricFamily("scoringfleet_model_loading",
-                                    "1 while the server is loading its model, else 0.",
-                                    labels=("model_name",))
-        loading.add_metric([m.labels["model_name"]], float(m.model_loading))
-        yield loading
+        yield self._loading()
         yield gauge("num_running_reqs", "Sequences in forward batches not yet delivered.",
                     load.num_running)
         yield gauge("num_queue_reqs", "Sequences waiting for a forward batch.", load.num_waiting)
@@ -104,6 +98,7 @@ class _ScrapeTimeCollector:
         yield gauge("token_usage", "num_used_tokens / max_total_num_tokens.",
                     load.num_running_tokens / m.max_total_tokens)
         yield gauge("max_total_num_tokens", "The running-token budget.", m.max_total_tokens)
+        yield self._cache_config_info()
         yield gauge("cache_hit_rate", "Share of prompt tokens served from the query cache.",
                     m.cache_hit_rate)
         yield counter("prompt_tokens", "Prompt tokens of finished requests.", m.num_prompt_tokens)
@@ -120,3 +115,19 @@ class _ScrapeTimeCollector:
                       m.num_computed_tokens)
         yield counter("padding_tokens", "Computed token positions that were padding.",
                       m.num_padding_tokens)
+
+    def _loading(self) -> GaugeMetricFamily:
+        """Not SGLang's: 1 from the process's first second until its model is loaded (its load is
+        then truly 0 and it takes no request), 0 after. Autoscalers count such a pod as 0."""
+        family = GaugeMetricFamily("scoringfleet_model_loading",
+                                   "1 while the server is loading its model, else 0.", labels=("model_name",))
+        family.add_metric([self.metrics.labels["model_name"]], float(self.metrics.model_loading))
+        return family
+
+    def _cache_config_info(self) -> GaugeMetricFamily:
+        """SGLang's info gauge (value 1, the facts in labels): an Inference Gateway's EPP reads the
+        token capacity from it as page_size x num_pages; ours has no pages, so 1 x the budget."""
+        family = GaugeMetricFamily("sglang:cache_config_info", "KV cache configuration: page_size x num_pages "
+                                   "tokens.", labels=(*LABEL_NAMES, "page_size", "num_pages"))
+        family.add_metric([*self.metrics.labels.values(), "1", str(self.metrics.max_total_tokens)], 1)
+        return family

@@ -1,9 +1,10 @@
 """Pure builders: FleetSpec -> the fleet's children as plain Kubernetes dicts, one module per kind.
 
 deployment.py, service.py, pdb.py, hpa.py, scaled_object.py, gateway.py, gateway_rbac.py and
-network_policy.py each return whole desired objects; build_children() says which the fleet should
+network_policy.py, inference_pool.py each return whole desired objects; build_children() says which the fleet should
 have (the HPA in hpa mode, the ScaledObject in keda mode, the gateway's five with
-spec.gateway.enabled, the NetworkPolicies unless spec.networkPolicy.enabled is false),
+spec.gateway.enabled, the NetworkPolicies unless spec.networkPolicy.enabled is false, the
+InferencePool with spec.inferencePool.enabled),
 unwanted_children() which must go. A new kind is one more module here and one more line below. No I/O.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fleet_operator.builders.gateway_rbac import (
     build_gateway_service_account,
 )
 from fleet_operator.builders.hpa import build_hpa, format_quantity
+from fleet_operator.builders.inference_pool import INFERENCE_API, build_inference_pool
 from fleet_operator.builders.network_policy import (
     NETWORKING_API,
     build_gateway_network_policy,
@@ -42,6 +44,7 @@ GATEWAY_DELETION_ORDER = (("apps/v1", "Deployment"), ("v1", "Service"), (RBAC_AP
                           (RBAC_API, "Role"), ("v1", "ServiceAccount"))
 
 __all__ = ["build_children", "build_deployment", "build_gateway_network_policy", "build_hpa",
+           "build_inference_pool",
            "build_network_policy", "build_pdb", "build_service", "build_scaled_object", "format_quantity",
            "gateway_address", "network_policies", "scaled_object_params", "server_args",
            "termination_grace_s", "unwanted_children", "wants_hpa", "wants_scaled_object"]
@@ -59,13 +62,16 @@ def build_children(fleet: FleetSpec) -> list[dict[str, Any]]:
         children.append(build_scaled_object(scaled_object_params(fleet)))
     if fleet.gateway.enabled:
         children += [build(fleet) for build in GATEWAY_BUILDERS]
+    if fleet.inference_pool.enabled:
+        children.append(build_inference_pool(fleet))
     return children
 
 
 def unwanted_children(fleet: FleetSpec) -> list[tuple[str, str, str]]:
     """(apiVersion, kind, name) of children the fleet must not have: the HPA outside hpa mode, the
     ScaledObject outside keda mode (these first: KEDA's admission webhook refuses a ScaledObject on
-    a target another HPA manages), the gateway's when it is disabled (in GATEWAY_DELETION_ORDER).
+    a target another HPA manages), the gateway's when it is disabled (in GATEWAY_DELETION_ORDER),
+    the InferencePool when spec.inferencePool is disabled.
     Only names: the reconciler deletes one only if this fleet owns it."""
     unwanted = []
     if not wants_hpa(fleet):
@@ -79,6 +85,8 @@ def unwanted_children(fleet: FleetSpec) -> list[tuple[str, str, str]]:
         unwanted.append((NETWORKING_API, "NetworkPolicy", fleet.name))
     if not (fleet.network_policy.enabled and fleet.gateway.enabled):
         unwanted.append((NETWORKING_API, "NetworkPolicy", gateway_name(fleet.name)))
+    if not fleet.inference_pool.enabled:
+        unwanted.append((INFERENCE_API, "InferencePool", fleet.name))
     return unwanted
 
 

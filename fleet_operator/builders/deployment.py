@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fleet_operator.builders.inference_pool import ENGINE_TYPE, ENGINE_TYPE_LABEL
 from fleet_operator.builders.pods import (
     api_key_env,
     container_security_context,
@@ -95,7 +96,9 @@ def build_deployment(fleet: FleetSpec) -> dict[str, Any]:
                          "rollingUpdate": {"maxSurge": fleet.rollout.max_surge,
                                            "maxUnavailable": fleet.rollout.max_unavailable}},
             "template": {
-                "metadata": {"labels": labels, "annotations": scrape_annotations(fleet.server.port)},
+                # the engine type tells an Inference Gateway's EPP how to read the pods' /metrics
+                "metadata": {"labels": {**labels, ENGINE_TYPE_LABEL: ENGINE_TYPE},
+                             "annotations": scrape_annotations(fleet.server.port)},
                 "spec": _pod_spec(fleet),
             },
         },

@@ -2,8 +2,9 @@
 
 The scoring pods' policy (named after the fleet) admits, on the server's port only: the fleet's
 gateway pods (they route requests and read /get_load), the operator's namespace (the native
-autoscaler scrapes /metrics from there) and spec.networkPolicy.allowFrom (e.g. Prometheus'
-namespace); nothing else, so no pod in the cluster can go around the gateway and its key. The
+autoscaler scrapes /metrics from there), spec.networkPolicy.allowFrom (e.g. Prometheus'
+namespace) and, with an InferencePool, spec.inferencePool.allowFromNamespaces (the Inference
+Gateway's data plane, its EPP); nothing else, so no pod in the cluster can go around the gateway and its key. The
 gateway's policy (<fleet>-gateway) admits gatewayAllowFrom, or anyone when that is empty: it is
 the fleet's front door, and the rule says so even in a namespace whose default is deny. A listed
 gatewayAllowFrom also admits the operator's namespace: the native autoscaler reads the gateway's
@@ -36,6 +37,8 @@ def build_network_policy(fleet: FleetSpec) -> dict[str, Any]:
     peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": gateway_selector_labels(fleet.name)}}]
     peers += _operator_peers(fleet)
     peers += [dict(peer) for peer in policy.allow_from]
+    if fleet.inference_pool.enabled:  # the Inference Gateway's data plane forwards, its EPP scrapes
+        peers += [_namespace_peer(ns) for ns in fleet.inference_pool.allow_from_namespaces]
     return _policy(fleet.name, fleet.namespace, fleet_labels(fleet.name), selector_labels(fleet.name),
                    [_rule(fleet.server.port, [peer]) for peer in peers])
 
@@ -54,9 +57,11 @@ def build_gateway_network_policy(fleet: FleetSpec) -> dict[str, Any]:
 def _operator_peers(fleet: FleetSpec) -> list[dict[str, Any]]:
     """The operator's namespace as a peer (its scrapes come from there), or none when unknown."""
     namespace = fleet.network_policy.operator_namespace
-    if namespace is None:
-        return []
-    return [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}]
+    return [] if namespace is None else [_namespace_peer(namespace)]
+
+
+def _namespace_peer(namespace: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
 
 
 def _rule(port: int, peers: list[dict[str, Any]] | None) -> dict[str, Any]:

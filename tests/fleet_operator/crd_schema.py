@@ -72,6 +72,10 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     gateway = (obj.get("spec") or {}).get("gateway") or {}
     if low == 0 and not (gateway.get("enabled") is True and autoscaling.get("mode", "native") == "native"):
         errors.append("spec: autoscaling.minReplicas 0 needs gateway.enabled and autoscaling.mode native")
+    pool = (obj.get("spec") or {}).get("inferencePool") or {}
+    if pool.get("enabled") is True and "name" not in (pool.get("endpointPicker") or {}):
+        errors.append("spec.inferencePool: inferencePool.enabled needs endpointPicker.name (the Endpoint "
+                      "Picker's Service)")
     return errors + _rollout_errors((obj.get("spec") or {}).get("rollout") or {})
 
 

@@ -43,8 +43,10 @@ def test_children_with_the_gateway_add_its_five_after_the_fleets_own():
     children = build_children(fleet())
     assert [c["kind"] for c in children][-5:] == GATEWAY_KINDS
     assert {c["metadata"]["name"] for c in children[-5:]} == {"qwen-gateway"}
-    # only the mode children (a native fleet has neither an HPA nor a ScaledObject), none of the gateway's
-    assert [kind for _, kind, _ in unwanted_children(fleet())] == ["HorizontalPodAutoscaler", "ScaledObject"]
+    # only the mode children (a native fleet has neither an HPA nor a ScaledObject) and the InferencePool
+    # (off by default), none of the gateway's
+    assert [kind for _, kind, _ in unwanted_children(fleet())] == ["HorizontalPodAutoscaler", "ScaledObject",
+                                                                   "InferencePool"]
 
 
 def test_a_fleet_without_the_gateway_must_not_have_its_children():
@@ -52,7 +54,7 @@ def test_a_fleet_without_the_gateway_must_not_have_its_children():
     assert [c["kind"] for c in build_children(plain)] == \
         ["NetworkPolicy", "Deployment", "Service", "PodDisruptionBudget"]
     # its NetworkPolicy last, once the pods it guards are gone
-    assert [(kind, name) for _, kind, name in unwanted_children(plain)][2:] == \
+    assert [(kind, name) for _, kind, name in unwanted_children(plain)][2:-1] == \
         [(kind, "qwen-gateway") for kind in ["Deployment", "Service", "RoleBinding", "Role", "ServiceAccount",
                                              "NetworkPolicy"]]
 

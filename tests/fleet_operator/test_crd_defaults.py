@@ -88,10 +88,21 @@ def test_every_crd_default_is_the_one_the_operator_applies(path, default):
     assert parse(with_field(path, copy.deepcopy(default))) == parse(MINIMAL["spec"])
 
 
+# What a cross-field rule needs beside a flipped default (an enabled InferencePool names its picker).
+COMPANIONS = {("inferencePool", "enabled"): (("inferencePool", "endpointPicker", "name"), "epp")}
+
+
 @pytest.mark.parametrize("path,default", LEAF_DEFAULTS, ids=[".".join(p) for p, _ in LEAF_DEFAULTS])
 def test_every_defaulted_field_is_read(path, default):
     # counterfactual: a parser that ignored the field would pass the test above by accident
-    assert parse(with_field(path, other_value(path, default))) != parse(MINIMAL["spec"])
+    spec = with_field(path, other_value(path, default))
+    if path in COMPANIONS:
+        (*parents, key), value = COMPANIONS[path]
+        node = spec
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[key] = value
+    assert parse(spec) != parse(MINIMAL["spec"])
 
 
 def test_a_fleet_the_api_server_defaulted_parses_as_the_minimal_one():

@@ -31,6 +31,7 @@ NAMESPACED_GRANTS = {
     # each fleet's and its gateway's; deleted when disabled (or the gateway is)
     ("networking.k8s.io", "networkpolicies"): CREATE_GET_PATCH | {"delete"},
     ("keda.sh", "scaledobjects"): CREATE_GET_PATCH | {"delete"},  # keda mode; leaving it
+    ("inference.networking.k8s.io", "inferencepools"): CREATE_GET_PATCH | {"delete"},  # spec.inferencePool
     # listed by label and scraped; patched: pod-deletion-cost before a scale-down; get and watch:
     # the gateway's Role grants them
     ("", "pods"): READ | {"patch"},
@@ -60,6 +61,7 @@ GRANTED_FOR_PATHS_NOT_RUN = {
     ("rbac.authorization.k8s.io", "roles", "patch"): "a drifted gateway Role is patched back",
     ("rbac.authorization.k8s.io", "rolebindings", "patch"): "a drifted gateway RoleBinding is patched",
     ("networking.k8s.io", "networkpolicies", "patch"): "a drifted NetworkPolicy is patched back",
+    ("inference.networking.k8s.io", "inferencepools", "patch"): "a drifted InferencePool is patched back",
 }
 
 

@@ -1,7 +1,8 @@
 """The operator's pinned RBAC (tests/packaging/test_rbac.py) against what it really calls: run the real
 operator through every path (create, scale, native autoscaling with pods, their deletion costs and
 Events, hpa mode and back, keda mode with KEDA's CRD installed, re-specified and left, the gateway
-enabled and disabled, drift, delete) and map each request it sent to (API group, resource, verb).
+enabled and disabled, an InferencePool created and removed, drift, delete) and map each request it
+sent to (API group, resource, verb).
 Every call must be granted, and every grant must be used or named in GRANTED_FOR_PATHS_NOT_RUN with
 its reason.
 """
@@ -21,6 +22,7 @@ VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"
 # Requests the test itself sends (kubectl, kube_api's urllib); the rest are the operator's.
 TEST_CLIENTS = re.compile(r"^(kubectl|Python-urllib)")
 KEDA_CRD = ROOT / "tests" / "vendor" / "keda" / "keda.sh_scaledobjects.yaml"
+POOL_CRD = ROOT / "tests" / "vendor" / "inference-extension" / "inference.networking.k8s.io_inferencepools.yaml"
 
 
 def grant_of(method: str, path_qs: str) -> tuple[str, str, str] | None:
@@ -69,6 +71,7 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
     for pod in pods:
         pod.thread.start()
     kube_api.apply_file(KEDA_CRD)
+    kube_api.apply_file(POOL_CRD)
     try:
         native = fleet_doc("native", replicas=2)
         native["spec"].update(server={"port": port}, autoscaling={
@@ -111,6 +114,14 @@ def test_every_call_the_operator_makes_is_granted_by_the_chart(operator, kube_ap
         cluster.patch_fleet("gw", {"spec": {"gateway": {"enabled": False}}})
         wait_for(lambda: cluster.get("rbac.authorization.k8s.io/v1", "Role", "gw-gateway") is None
                  and cluster.get("apps/v1", "Deployment", "gw-gateway") is None, "the gateway gone")
+        # the InferencePool: created, then deleted when disabled
+        pool = fleet_doc("pool", replicas=1)
+        pool["spec"]["inferencePool"] = {"enabled": True, "endpointPicker": {"name": "pool-epp"}}
+        cluster.apply(pool)
+        pool_api = "inference.networking.k8s.io/v1"
+        wait_for(lambda: cluster.get(pool_api, "InferencePool", "pool"), "the InferencePool")
+        cluster.patch_fleet("pool", {"spec": {"inferencePool": {"enabled": False}}})
+        wait_for(lambda: cluster.get(pool_api, "InferencePool", "pool") is None, "the InferencePool gone")
         cluster.kubectl("delete", "sf", "native", "--wait=false")  # finalizer released
         wait_for(lambda: cluster.fleet("native") is None, "the native fleet gone")
     finally:

@@ -129,6 +129,12 @@ Role in each watched namespace. tests/packaging/test_rbac.py pins them.
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["create", "get", "patch", "delete"]
+# spec.inferencePool: the fleet's InferencePool (Gateway API Inference Extension), created, read,
+# merge-patched back on drift, and deleted when disabled (every other fleet's reconcile asks;
+# without the CRD installed the answer is a 404).
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["create", "get", "patch", "delete"]
 # Pods are listed (by the fleet or gateway label; the autoscaler scrapes each pod's /metrics at its
 # podIP) and patched only for their pod-deletion-cost annotation before a scale-down (the idlest go
 # first). get and watch only because the gateway's Role grants them: Kubernetes lets the operator
