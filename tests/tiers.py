@@ -24,10 +24,13 @@ HELPER_GLOBS = ("tests/**/*.py", "kube_emulator/tests/*.py", "bench/**/*.py", "t
 
 
 def names_in(node: ast.AST) -> set[str]:
-    """The names a piece of code uses (bare names and imported ones), and starters reached as
-    attributes (subprocess.Popen, asyncio.create_subprocess_exec)."""
+    """The names a piece of code uses (bare names and imported ones, `module.name` too), and
+    starters reached as attributes (subprocess.Popen, asyncio.create_subprocess_exec)."""
     names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
     names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in STARTERS}
+    # a helper module's function reached through the module: helm_env.find_python
+    names |= {f"{n.value.id}.{n.attr}" for n in ast.walk(node)
+              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
     return names | {a.asname or a.name.split(".")[-1] for n in ast.walk(node)
                     if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
 
@@ -59,6 +62,7 @@ def starting_names() -> frozenset[str]:
         for path in filter(is_helper, ROOT.glob(pattern)):
             for name, used in top_level_refs(path).items():
                 refs.setdefault(name, set()).update(used)
+                refs.setdefault(f"{path.stem}.{name}", set()).update(used)
     return frozenset(grow(refs, set(STARTERS)))
 
 
