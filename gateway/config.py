@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-Policy = Literal["power_of_two", "round_robin"]
+Policy = Literal["power_of_two", "round_robin", "cache_aware"]
+POLICIES = ("power_of_two", "round_robin", "cache_aware")
 # The API key's env var (the operator sets it from a Secret); the same name as the server's.
 API_KEY_ENV = "SCORINGFLEET_API_KEY"
 DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024  # the server's --max-request-bytes default
 DEFAULT_HEADER_TIMEOUT_S = 5.0               # the server's --header-timeout default
 DEFAULT_MAX_CONNECTIONS = 4096
+# cache_aware: SGLang router's defaults (--balance-abs-threshold 64, --balance-rel-threshold 1.5),
+# here in sequences, the unit of the workers' /get_load; the query -> workers map's bound.
+DEFAULT_BALANCE_ABS = 64
+DEFAULT_BALANCE_REL = 1.5
+DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,9 @@ class GatewayConfig:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
+    balance_abs_threshold: int = DEFAULT_BALANCE_ABS    # cache_aware: sequences
+    balance_rel_threshold: float = DEFAULT_BALANCE_REL  # cache_aware: a ratio
+    max_tracked_queries: int = DEFAULT_MAX_QUERIES      # cache_aware: the query -> workers map
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -49,8 +58,11 @@ class GatewayConfig:
                 raise ValueError(f"--worker-urls: {url!r} is not an http(s)://host:port URL")
         if not 0 < self.port < 65536:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
-        if self.policy not in ("power_of_two", "round_robin"):
-            raise ValueError(f"--policy must be power_of_two or round_robin, got {self.policy!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.balance_abs_threshold < 0 or self.balance_rel_threshold < 1:
+            raise ValueError("--balance-abs-threshold must be >= 0 and --balance-rel-threshold >= 1, "
+                             f"got {self.balance_abs_threshold} and {self.balance_rel_threshold}")
         for flag, value in (("--load-interval", self.load_interval_s),
                             ("--request-timeout", self.request_timeout_s),
                             ("--header-timeout", self.header_timeout_s)):
@@ -61,7 +73,8 @@ class GatewayConfig:
         if self.max_waiting_requests < 0:
             raise ValueError(f"--max-waiting-requests must be >= 0, got {self.max_waiting_requests}")
         for flag, count in (("--max-request-bytes", self.max_request_bytes),
-                            ("--max-connections", self.max_connections)):
+                            ("--max-connections", self.max_connections),
+                            ("--max-tracked-queries", self.max_tracked_queries)):
             if count < 1:
                 raise ValueError(f"{flag} must be >= 1, got {count}")
         if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
@@ -91,7 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--namespace", default="default", help="the fleet's namespace (with --fleet)")
     add("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
     add("--port", type=int, default=30080)
-    add("--policy", default="power_of_two", choices=["power_of_two", "round_robin"])
+    add("--policy", default="power_of_two", choices=POLICIES,
+        help="cache_aware: a query's requests go to the worker that holds it (docs/gateway.md)")
+    add("--balance-abs-threshold", type=int, default=DEFAULT_BALANCE_ABS,
+        help="cache_aware: a query's worker is passed over (power of two instead) when its load "
+             "exceeds the lightest worker's by more than this many sequences, and ...")
+    add("--balance-rel-threshold", type=float, default=DEFAULT_BALANCE_REL,
+        help="... is more than this many times the lightest worker's load")
+    add("--max-tracked-queries", type=int, default=DEFAULT_MAX_QUERIES,
+        help="cache_aware: queries remembered with their workers (least recently routed out first)")
     add("--load-interval", type=float, default=0.05, help="seconds between /get_load polls")
     add("--queue-timeout", type=float, default=30.0,
         help="seconds a request may wait for a ready worker before 503")
@@ -130,7 +151,10 @@ def parse_args(argv: Sequence[str] | None = None,
             request_timeout_s=args.request_timeout,
             api_key=args.api_key if args.api_key is not None else environ.get(API_KEY_ENV) or None,
             max_request_bytes=args.max_request_bytes, header_timeout_s=args.header_timeout,
-            max_connections=args.max_connections, access_log_all=args.access_log_all)
+            max_connections=args.max_connections, access_log_all=args.access_log_all,
+            balance_abs_threshold=args.balance_abs_threshold,
+            balance_rel_threshold=args.balance_rel_threshold,
+            max_tracked_queries=args.max_tracked_queries)
     except ValueError as error:
         parser.error(str(error))
     return config, args.log_level
