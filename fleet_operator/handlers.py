@@ -1,4 +1,4 @@
-"""kopf handlers: thin entry points into reconcile.py and autoscaling/tick.py, on a registry passed in.
+"""kopf handlers: thin entry points into reconcile.py and tick.py, on a registry passed in.
 
 No module-level decorators: register(registry) adds every handler to the registry it is given, so
 each operator run (and each test) gets a fresh one instead of kopf's process-global default. The
@@ -18,9 +18,9 @@ import kopf
 
 from fleet_operator import kube, names
 from fleet_operator.autoscaling.spec import is_native
-from fleet_operator.autoscaling.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due
 from fleet_operator.context import FleetLocks, OperatorConfig, OperatorContext
 from fleet_operator.reconcile import owner_fleet, reconcile_fleet
+from fleet_operator.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due
 
 FLEETS = (names.GROUP, names.VERSION, names.PLURAL)
 DEPLOYMENTS = ("apps", "v1", "deployments")

@@ -21,6 +21,7 @@ from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import (
     KEDA_NOT_INSTALLED,
+    ConditionValue,
     InvalidSpec,
     Observed,
     ValidSpec,
@@ -29,8 +30,6 @@ from fleet_operator.status import (
     scaled_object_condition,
     status_patch,
 )
-
-Condition = tuple[str, str, str]  # (status, reason, message)
 
 
 @dataclass(frozen=True)
@@ -53,10 +52,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
         if not kube.is_live_fleet(body, uid):
             return None
         try:
-            fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config.default_image,
-                                ctx.config.prometheus_address,
-                                operator_namespace=ctx.config.namespace,
-                                default_gateway_image=ctx.config.gateway_image)
+            fleet = parse_fleet(name, namespace, body.get("spec"), ctx.config)
         except SpecError as e:
             if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
@@ -67,8 +63,8 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
         valid = ValidSpec(native=native, desired_replicas=None if native else fleet.replicas,
                           scaled_object=keda, gateway=_gateway_status(ctx, fleet))
         moved = _write_status(ctx, body, now, valid)
-        if keda is not None and keda[1] == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
-            kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda[2], now)
+        if keda is not None and keda.reason == KEDA_NOT_INSTALLED and "ScaledObjectReady" in moved:
+            kube.post_event(ctx.api, body, "Warning", KEDA_NOT_INSTALLED, keda.message, now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
             kube.post_event(ctx.api, body, "Normal", "Reconciled", ", ".join(changed), now)
@@ -84,7 +80,7 @@ def owner_fleet(child: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
-                    fleet: FleetSpec) -> tuple[dict[str, str], Condition | None]:
+                    fleet: FleetSpec) -> tuple[dict[str, str], ConditionValue | None]:
     """Delete the children not wanted, apply every child: (actions, ScaledObjectReady or None)."""
     children = build_children(fleet)
     kopf.adopt(children, owner=body)  # ownerReferences: deleting the fleet deletes them (GC)
@@ -119,7 +115,7 @@ def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: st
 
 
 def _apply_scaled_object(ctx: OperatorContext, child: Mapping[str, Any],
-                         actions: dict[str, str]) -> Condition:
+                         actions: dict[str, str]) -> ConditionValue:
     """Apply keda mode's ScaledObject and say what KEDA reports on it (its Ready condition).
 
     A 404 on the create means the cluster does not serve keda.sh/v1alpha1 ScaledObjects (KEDA is

@@ -1,4 +1,5 @@
-"""Spec fields that name what the pods read from elsewhere: a Secret's key, a volume for the cache.
+"""Spec fields that name what the pods read from elsewhere: a Secret's key, a volume for the cache,
+a ConfigMap's key (spec.server.rerankTemplate.configMapKeyRef, mounted as a file).
 
 spec.auth.apiKeySecretRef and spec.model.hfTokenSecretRef are SecretKeyRefs (the builders turn them
 into env `valueFrom.secretKeyRef`, so a key never appears in args or the pod spec); spec.model.cache
@@ -66,6 +67,30 @@ def parse_secret_ref(value: Any, path: str) -> SecretKeyRef | None:
             raise SpecError(f"{path}.{key} is required (a Secret in the fleet's namespace, and the key "
                             "that holds the value)")
     return SecretKeyRef(name=ref["name"], key=ref["key"])
+
+
+@dataclass(frozen=True)
+class ConfigMapKeyRef:
+    """One key of a ConfigMap in the fleet's namespace, read by the server as a file."""
+
+    name: str
+    key: str
+
+    def volume(self, volume_name: str, file_name: str) -> dict[str, Any]:
+        """The Pod volume `volume_name` holding only this key, as `file_name` (a missing ConfigMap
+        or key keeps the pod in ContainerCreating, whose events say so)."""
+        return {"name": volume_name,
+                "configMap": {"name": self.name, "items": [{"key": self.key, "path": file_name}]}}
+
+
+def parse_config_map_ref(value: Any, path: str) -> ConfigMapKeyRef:
+    """{name, key} -> ConfigMapKeyRef."""
+    ref = as_object(value, path, required=True)
+    for key in ("name", "key"):
+        if not isinstance(ref.get(key), str) or not ref[key]:
+            raise SpecError(f"{path}.{key} is required (a ConfigMap in the fleet's namespace, and the "
+                            "key that holds the template)")
+    return ConfigMapKeyRef(name=ref["name"], key=ref["key"])
 
 
 def parse_volume_source(value: Any, path: str) -> VolumeSource | None:

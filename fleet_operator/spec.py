@@ -14,16 +14,26 @@ from typing import Any
 
 from fleet_operator import crd, names
 from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
+from fleet_operator.context import OperatorConfig
 from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
 from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
-from fleet_operator.sources import SecretKeyRef, VolumeSource, parse_secret_ref, parse_volume_source
+from fleet_operator.sources import (
+    ConfigMapKeyRef,
+    SecretKeyRef,
+    VolumeSource,
+    parse_config_map_ref,
+    parse_secret_ref,
+    parse_volume_source,
+)
 
-__all__ = ["AuthSpec", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
+__all__ = ["AuthSpec", "ConfigMapKeyRef", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
            "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# An operator configured with nothing: no default image, Prometheus, namespace or gateway image.
+UNCONFIGURED = OperatorConfig()
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ class ServerSpec:
     max_queued_requests: int = crd.default("server", "maxQueuedRequests")
     request_timeout_s: int = crd.default("server", "requestTimeoutSeconds")
     startup_timeout_s: int = crd.default("server", "startupTimeoutSeconds")  # the startupProbe's
+    # spec.server.rerankTemplate: a built-in's name, a ConfigMap's key, or None (the server picks)
+    rerank_template: str | ConfigMapKeyRef | None = None
 
 
 @dataclass(frozen=True)
@@ -107,19 +119,14 @@ class FleetSpec:
 
 
 def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
-                default_image: str | None = None,
-                default_prometheus_address: str | None = None,
-                operator_namespace: str | None = None,
-                default_gateway_image: str | None = None) -> FleetSpec:
+                defaults: OperatorConfig = UNCONFIGURED) -> FleetSpec:
     """CR metadata.name, metadata.namespace and spec -> FleetSpec, or SpecError.
 
-    default_image is the operator's server image (SCORING_FLEET_DEFAULT_IMAGE; the operator itself
-    runs the control image); used only for CPU fleets, because nothing says it was built with CUDA.
-    default_prometheus_address is the operator's Prometheus for keda mode's trigger, when the fleet
-    names none. operator_namespace is where the operator runs (its scrapes of the pods and the
-    gateway come from there: the NetworkPolicies admit it).
-    default_gateway_image is the operator's image for gateway pods (the control image), when
-    spec.gateway.image is not set.
+    `defaults` is the operator's config: what a fleet leaves out. Its default_image (the server
+    image; the operator itself runs the control image) is used only for CPU fleets, because nothing
+    says it was built with CUDA; prometheus_address is keda mode's trigger's when the fleet names
+    none; namespace is the operator's (its scrapes of the pods and the gateway come from there: the
+    NetworkPolicies admit it); gateway_image is for gateway pods when spec.gateway.image is not set.
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
@@ -127,13 +134,13 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
                                    required=True), name)
     resources = _parse_resources(top.child("resources"))
     autoscaling = parse_autoscaling(top.value.get("autoscaling"),
-                                    prometheus_address=default_prometheus_address)
-    gateway = _parse_gateway(top.child("gateway"), autoscaling, name, default_gateway_image)
+                                    prometheus_address=defaults.prometheus_address)
+    gateway = _parse_gateway(top.child("gateway"), autoscaling, name, defaults.gateway_image)
     return FleetSpec(
         name=name,
         namespace=namespace,
         model=model,
-        image=_image(top, resources, default_image),
+        image=_image(top, resources, defaults.default_image),
         replicas=top.integer("replicas"),
         resources=resources,
         server=_parse_server(top.child("server")),
@@ -141,7 +148,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
         gateway=gateway,
         auth=AuthSpec(api_key=parse_secret_ref(top.child("auth").value.get("apiKeySecretRef"),
                                                 "spec.auth.apiKeySecretRef")),
-        network_policy=parse_network_policy(top.value.get("networkPolicy"), operator_namespace),
+        network_policy=parse_network_policy(top.value.get("networkPolicy"), defaults.namespace),
         rollout=_parse_rollout(top.child("rollout")),
         node_selector=string_map(top.value.get("nodeSelector"), "spec.nodeSelector"),
         tolerations=top.objects("tolerations"),
@@ -196,7 +203,20 @@ def _parse_server(srv: Fields) -> ServerSpec:
         max_queued_requests=srv.integer("maxQueuedRequests"),
         request_timeout_s=srv.integer("requestTimeoutSeconds"),
         startup_timeout_s=srv.integer("startupTimeoutSeconds"),
+        rerank_template=_parse_rerank_template(srv),
     )
+
+
+def _parse_rerank_template(srv: Fields) -> str | ConfigMapKeyRef | None:
+    if srv.value.get("rerankTemplate") is None:
+        return None
+    template = srv.child("rerankTemplate")
+    ref = template.value.get("configMapKeyRef")
+    if ("builtin" in template.value) == (ref is not None):  # the CRD's CEL rule, repeated
+        raise SpecError(f"{template.path} takes exactly one of builtin and configMapKeyRef")
+    if ref is None:
+        return template.enum("builtin")
+    return parse_config_map_ref(ref, f"{template.path}.configMapKeyRef")
 
 
 def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from fleet_operator.autoscaling.history import history_to_status
 from fleet_operator.autoscaling.values import Decision
@@ -19,6 +19,16 @@ from fleet_operator.names import selector_string
 
 Writer = Literal["reconciler", "autoscaler"]
 KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its Event's
+
+
+
+class ConditionValue(NamedTuple):
+    """What one condition says: its status ("True", "False", "Unknown"), CamelCase reason, message."""
+
+    status: str
+    reason: str
+    message: str
+
 
 # desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
 # reconciler (spec.replicas); so do the autoscaler's other fields and conditions, which the
@@ -83,39 +93,40 @@ def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, st
     return [condition if c.get("type") == type_ else dict(c) for c in conditions or ()]
 
 
-def ready_condition(desired: int | None, ready: int) -> tuple[str, str, str]:
-    """(status, reason, message) of Ready from the Deployment's desired and ready pods."""
+def ready_condition(desired: int | None, ready: int) -> ConditionValue:
+    """Ready from the Deployment's desired and ready pods."""
     if desired is None:
-        return "False", "DeploymentMissing", "the fleet's Deployment does not exist yet"
+        return ConditionValue("False", "DeploymentMissing", "the fleet's Deployment does not exist yet")
     if desired == 0:
-        return "False", "ScaledToZero", "the fleet has 0 replicas"
+        return ConditionValue("False", "ScaledToZero", "the fleet has 0 replicas")
     if ready >= desired:
-        return "True", "AllReplicasReady", f"{ready}/{desired} replicas ready"
-    return "False", "ReplicasNotReady", f"{ready}/{desired} replicas ready"
+        return ConditionValue("True", "AllReplicasReady", f"{ready}/{desired} replicas ready")
+    return ConditionValue("False", "ReplicasNotReady", f"{ready}/{desired} replicas ready")
 
 
 def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
-                            installed: bool = True) -> tuple[str, str, str]:
-    """(status, reason, message) of ScaledObjectReady from keda mode's ScaledObject as last read.
+                            installed: bool = True) -> ConditionValue:
+    """ScaledObjectReady from keda mode's ScaledObject as last read.
 
     KEDA's own Ready condition, passed through (its reason and message); a ScaledObject KEDA has
     not looked at yet is Unknown; `installed` False: the cluster does not serve keda.sh at all.
     """
     if not installed:
-        return ("False", KEDA_NOT_INSTALLED, "keda mode needs KEDA (>= 2.17): the cluster does not serve "
-                "keda.sh/v1alpha1 ScaledObjects, so nothing scales this fleet")
+        return ConditionValue("False", KEDA_NOT_INSTALLED, "keda mode needs KEDA (>= 2.17): the cluster "
+                              "does not serve keda.sh/v1alpha1 ScaledObjects, so nothing scales this fleet")
     if scaled_object is None:
-        return "False", "ScaledObjectMissing", "the fleet's ScaledObject does not exist yet"
+        return ConditionValue("False", "ScaledObjectMissing", "the fleet's ScaledObject does not exist yet")
     conditions = {c.get("type"): c for c in (scaled_object.get("status") or {}).get("conditions") or ()}
     ready = conditions.get("Ready")
     if ready is None or ready.get("status") not in ("True", "False"):
-        return "Unknown", "ScaledObjectPending", "KEDA has not reported on the fleet's ScaledObject yet"
+        return ConditionValue("Unknown", "ScaledObjectPending",
+                              "KEDA has not reported on the fleet's ScaledObject yet")
     message = f"KEDA: {ready.get('message') or 'Ready is ' + ready['status']}"
     fallback = conditions.get("Fallback") or {}
     if fallback.get("status") == "True":  # reads failing: KEDA holds the size (docs/operator.md)
         message += f"; fallback active: {fallback.get('message') or 'the trigger failed'}"
     default_reason = "ScaledObjectReady" if ready["status"] == "True" else "ScaledObjectNotReady"
-    return ready["status"], ready.get("reason") or default_reason, message
+    return ConditionValue(ready["status"], ready.get("reason") or default_reason, message)
 
 
 @dataclass(frozen=True)
@@ -135,18 +146,18 @@ class ValidSpec:
 
     native: natively autoscaled; if not, the autoscaler's fields and conditions are dropped (they
     describe an autoscaler no longer at work). desired_replicas: written when given (the reconciler
-    owns it unless native). scaled_object: ScaledObjectReady's (status, reason, message) in keda
-    mode; None drops that condition. gateway: status.gateway (gateway_status()); None removes it.
+    owns it unless native). scaled_object: ScaledObjectReady in keda mode; None drops that
+    condition. gateway: status.gateway (gateway_status()); None removes it.
     """
 
     native: bool = True
     desired_replicas: int | None = None
-    scaled_object: tuple[str, str, str] | None = None
+    scaled_object: ConditionValue | None = None
     gateway: Mapping[str, Any] | None = None
 
     @property
-    def spec_valid(self) -> tuple[str, str, str]:
-        return "True", "SpecAccepted", "the spec is valid"
+    def spec_valid(self) -> ConditionValue:
+        return ConditionValue("True", "SpecAccepted", "the spec is valid")
 
 
 @dataclass(frozen=True)
@@ -158,8 +169,8 @@ class InvalidSpec:
     error: str
 
     @property
-    def spec_valid(self) -> tuple[str, str, str]:
-        return "False", "InvalidSpec", self.error
+    def spec_valid(self) -> ConditionValue:
+        return ConditionValue("False", "InvalidSpec", self.error)
 
 
 def fleet_status(current: Mapping[str, Any] | None, observed: Observed,
@@ -199,7 +210,7 @@ def _valid_spec_fields(conditions: list[dict[str, Any]], spec: ValidSpec,
     return {**fields, "conditions": conditions}
 
 
-def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: tuple[str, str, str] | None,
+def _scaled_object_ready(conditions: list[dict[str, Any]], scaled_object: ConditionValue | None,
                          now: datetime, generation: int | None) -> list[dict[str, Any]]:
     if scaled_object is None:  # not keda mode (any more): nothing to report
         return [c for c in conditions if c.get("type") != "ScaledObjectReady"]

@@ -9,16 +9,11 @@ from __future__ import annotations
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web_log import AccessLogger
 
-QUIET_PATHS = frozenset({"/health", "/health_generate", "/ready", "/get_load", "/metrics"})
-
-
-def is_quiet(path: str) -> bool:
-    """True for a path (no query string) whose requests write no access-log line."""
-    return path in QUIET_PATHS
+from scoringfleet_contract.facts import is_quiet
 
 
 class QuietAccessLogger(AccessLogger):
-    """aiohttp's access logger, silent for QUIET_PATHS."""
+    """aiohttp's access logger, silent for the quiet paths (scoringfleet_contract.facts)."""
 
     def log(self, request, response, time: float) -> None:
         if not is_quiet(request.path):

@@ -1,7 +1,8 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
-Routes: POST /v1/score (the door's checks, then the Router), /health (process up), /ready and
-/health_generate (at least one usable worker), /metrics. Every error is the gateway's JSON body
+Routes: POST /v1/score, /v1/rerank and /v2/rerank (the door's checks, then the Router), /health
+(process up), /ready and /health_generate (at least one usable worker), /metrics, /v1/models and
+/get_server_info (a ready worker's answer, model_info.py). Every error is the gateway's JSON body
 and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
 the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
 reverse.
@@ -31,13 +32,16 @@ from gateway.intake import (
 )
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from gateway.model_info import INFO_PATHS, ask_a_worker
 from gateway.poller import Poller
 from gateway.routing import Router
 from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
-from gateway.workers import WorkerRegistry
+from gateway.workers import WorkerRegistry, WorkerState
+from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
 ROUTER = web.AppKey("router", Router)
+SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank")
 
 
 def create_app(config: GatewayConfig) -> web.Application:
@@ -46,14 +50,14 @@ def create_app(config: GatewayConfig) -> web.Application:
 
     async def score(request: web.Request) -> web.Response:
         if not is_authorized(request.headers, config.api_key):
-            raise Refusal(401, "missing or wrong API key: send 'Authorization: Bearer <key>'")
+            raise Refusal(401, UNAUTHORIZED_MESSAGE)
         check_head(request.headers, config.max_request_bytes)
         body = decode_body(await read_body(request.content, config.max_request_bytes),
                            content_encoding(request.headers), config.max_request_bytes)
         payload = parse_body(body)
         reply = await request.app[ROUTER].route(
             body, upstream_headers(request.headers, config.api_key), count_sequences(payload),
-            query_key(payload))
+            request.path, query_key(payload))
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
@@ -69,9 +73,18 @@ def create_app(config: GatewayConfig) -> web.Application:
         return web.Response(body=request.app[ROUTER].metrics.render(),
                             headers={"Content-Type": CONTENT_TYPE})
 
-    app.add_routes([web.post("/v1/score", score), web.get("/health", health),
+    async def model_info(request: web.Request) -> web.Response:
+        router = request.app[ROUTER]
+        return as_response(await ask_a_worker(router.registry, router.session, request.path,
+                                              upstream_headers(request.headers, config.api_key),
+                                              config.poll_timeout_s))
+
+    # A rerank is a score request on the worker (its documents the items): the same door and router.
+    app.add_routes([web.post(path, score) for path in SCORING_PATHS])
+    app.add_routes([web.get("/health", health),
                     web.get("/ready", ready), web.get("/health_generate", ready),
-                    web.get("/metrics", metrics)])
+                    web.get("/metrics", metrics),
+                    *(web.get(path, model_info) for path in INFO_PATHS)])
     return app
 
 
@@ -83,14 +96,18 @@ def count_answer(app: web.Application, status: int, duration_s: float = 0.0) -> 
 
 
 def unready_reason(registry: WorkerRegistry) -> str:
-    """Why no worker is usable, for /ready's body."""
-    counts = registry.counts_by_state(time.monotonic())
+    """Why no worker is usable, for /ready's body: the workers in rotation by state."""
     if not registry.urls():
         return "no worker known"
-    parts = [f"{counts['unauthorized']} reject the gateway's API key"] if counts["unauthorized"] else []
-    if counts["stale"]:
-        parts.append(f"{counts['stale']} not answering /get_load (or the key check) lately")
+    counts = registry.counts_by_state(time.monotonic())
+    parts = [f"{counts[state.value]} {what}" for state, what in UNREADY_STATES if counts[state.value]]
     return f"no usable worker ({', '.join(parts)})"
+
+
+UNREADY_STATES = ((WorkerState.UNAUTHORIZED, "reject the gateway's API key"),
+                  (WorkerState.LOADING, "loading their model"),
+                  (WorkerState.STALE, "not answering /get_load lately"),
+                  (WorkerState.JOINED, "waiting for a first /get_load answer or the key check"))
 
 
 async def _lifetime(app: web.Application, config: GatewayConfig):
@@ -98,7 +115,7 @@ async def _lifetime(app: web.Application, config: GatewayConfig):
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
     key_required = config.api_key is not None
     registry = WorkerRegistry(config.stale_after_s, key_required=key_required,
-                              on_change=TransitionLog(key_required=key_required).observe)
+                              on_change=TransitionLog(config.stale_after_s, key_required).observe)
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
                     waiting.notify, config.api_key)

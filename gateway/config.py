@@ -1,6 +1,7 @@
 """GatewayConfig: every flag of `python -m gateway`, checked once at the door.
 
-Owns the command line and its defaults; a bad flag is a clear message and exit status 2
+Owns the command line and its defaults, written once: each flag is a field
+(scoringfleet_contract.flags); a bad flag is a clear message and exit status 2
 (argparse's convention). Nothing here touches the network.
 """
 from __future__ import annotations
@@ -9,15 +10,19 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from scoringfleet_contract.facts import (
+    API_KEY_ENV,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_REQUEST_BYTES,
+    api_key_problem,
+)
+from scoringfleet_contract.flags import add_flags, config_fields, flag
+
 Policy = Literal["power_of_two", "round_robin", "cache_aware"]
-POLICIES = ("power_of_two", "round_robin", "cache_aware")
-# The API key's env var (the operator sets it from a Secret); the same name as the server's.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
-DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024  # the server's --max-request-bytes default
-DEFAULT_HEADER_TIMEOUT_S = 5.0               # the server's --header-timeout default
+POLICIES = get_args(Policy)
 DEFAULT_MAX_CONNECTIONS = 4096
 # cache_aware: SGLang router's defaults (--balance-abs-threshold 64, --balance-rel-threshold 1.5),
 # here in sequences, the unit of the workers' /get_load; the query -> workers map's bound.
@@ -30,24 +35,38 @@ DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
 class GatewayConfig:
     """Times are seconds. Exactly one of worker_urls or fleet says where the workers come from."""
 
-    worker_urls: tuple[str, ...] = ()
-    fleet: str | None = None
-    namespace: str = "default"
-    host: str = "127.0.0.1"
+    worker_urls: tuple[str, ...] = field(default=(), metadata=flag("static workers", metavar="URL"))
+    fleet: str | None = field(default=None, metadata=flag(
+        "discover this ScoringFleet's ready pods (Kubernetes watch)"))
+    namespace: str = field(default="default", metadata=flag("the fleet's namespace (with --fleet)"))
+    host: str = field(default="127.0.0.1", metadata=flag("listen address (0.0.0.0 in a pod)"))
     port: int = 30080
-    policy: Policy = "power_of_two"
-    load_interval_s: float = 0.05
-    queue_timeout_s: float = 30.0
-    max_waiting_requests: int = 1024
-    request_timeout_s: float = 120.0
-    api_key: str | None = field(default=None, repr=False)  # never in a log line or traceback
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
-    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-    access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
-    balance_abs_threshold: int = DEFAULT_BALANCE_ABS    # cache_aware: sequences
-    balance_rel_threshold: float = DEFAULT_BALANCE_REL  # cache_aware: a ratio
-    max_tracked_queries: int = DEFAULT_MAX_QUERIES      # cache_aware: the query -> workers map
+    policy: Policy = field(default="power_of_two", metadata=flag(
+        "cache_aware: a query's requests go to the worker that holds it (docs/gateway.md)"))
+    load_interval_s: float = field(default=0.05, metadata=flag("seconds between /get_load polls"))
+    queue_timeout_s: float = field(default=30.0, metadata=flag(
+        "seconds a request may wait for a ready worker before 503"))
+    max_waiting_requests: int = field(default=1024, metadata=flag("beyond this, 503 at once"))
+    request_timeout_s: float = field(default=120.0, metadata=flag("seconds for one upstream attempt"))
+    api_key: str | None = field(default=None, repr=False, metadata=flag(  # never in a log line or traceback
+        f"required as 'Authorization: Bearer <key>' and sent to the workers (default: the env var "
+        f"{API_KEY_ENV}; this flag wins; a key on a command line is visible to all)"))
+    max_request_bytes: int = field(default=DEFAULT_MAX_REQUEST_BYTES, metadata=flag(
+        "a larger body is a 413 at the door (default: the server's limit, 8 MiB)"))
+    header_timeout_s: float = field(default=DEFAULT_HEADER_TIMEOUT_S, metadata=flag(
+        "seconds a connection may take to send a complete request head, from its opening or its last "
+        "answer (also the idle keep-alive time); then it is closed"))
+    max_connections: int = field(default=DEFAULT_MAX_CONNECTIONS, metadata=flag(
+        "open client connections; a new one beyond this gets 503 and is closed"))
+    access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
+        "an access-log line for every request, also probes and /metrics scrapes"))
+    balance_abs_threshold: int = field(default=DEFAULT_BALANCE_ABS, metadata=flag(
+        "cache_aware: a query's worker is passed over (power of two instead) when its load exceeds "
+        "the lightest worker's by more than this many sequences, and ..."))
+    balance_rel_threshold: float = field(default=DEFAULT_BALANCE_REL, metadata=flag(
+        "... is more than this many times the lightest worker's load"))
+    max_tracked_queries: int = field(default=DEFAULT_MAX_QUERIES, metadata=flag(
+        "cache_aware: queries remembered with their workers (least recently routed out first)"))
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -58,30 +77,27 @@ class GatewayConfig:
                 raise ValueError(f"--worker-urls: {url!r} is not an http(s)://host:port URL")
         if not 0 < self.port < 65536:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
-        if self.policy not in POLICIES:
+        if self.policy not in get_args(Policy):
             raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.balance_abs_threshold < 0 or self.balance_rel_threshold < 1:
             raise ValueError("--balance-abs-threshold must be >= 0 and --balance-rel-threshold >= 1, "
                              f"got {self.balance_abs_threshold} and {self.balance_rel_threshold}")
-        for flag, value in (("--load-interval", self.load_interval_s),
-                            ("--request-timeout", self.request_timeout_s),
-                            ("--header-timeout", self.header_timeout_s)):
+        for option, value in (("--load-interval", self.load_interval_s),
+                              ("--request-timeout", self.request_timeout_s),
+                              ("--header-timeout", self.header_timeout_s)):
             if value <= 0:
-                raise ValueError(f"{flag} must be > 0 seconds, got {value}")
+                raise ValueError(f"{option} must be > 0 seconds, got {value}")
         if self.queue_timeout_s < 0:
             raise ValueError(f"--queue-timeout must be >= 0 seconds, got {self.queue_timeout_s}")
         if self.max_waiting_requests < 0:
             raise ValueError(f"--max-waiting-requests must be >= 0, got {self.max_waiting_requests}")
-        for flag, count in (("--max-request-bytes", self.max_request_bytes),
-                            ("--max-connections", self.max_connections),
-                            ("--max-tracked-queries", self.max_tracked_queries)):
+        for option, count in (("--max-request-bytes", self.max_request_bytes),
+                              ("--max-connections", self.max_connections),
+                              ("--max-tracked-queries", self.max_tracked_queries)):
             if count < 1:
-                raise ValueError(f"{flag} must be >= 1, got {count}")
-        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
-            # A client's token is compared stripped, and the key goes into the workers' header:
-            # such a key would refuse every client. As the server's check; never the key itself.
-            raise ValueError("the API key must not be empty nor begin or end with whitespace "
-                             "(a Secret's value with a trailing newline?)")
+                raise ValueError(f"{option} must be >= 1, got {count}")
+        if problem := api_key_problem(self.api_key):
+            raise ValueError(problem)
 
     @property
     def stale_after_s(self) -> float:
@@ -95,43 +111,13 @@ class GatewayConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every field of GatewayConfig as a flag (scoringfleet_contract.flags), then --log-level."""
     parser = argparse.ArgumentParser(
         prog="python -m gateway",
         description="Fleet gateway: routes /v1/score to scoring servers by their /get_load.")
-    add = parser.add_argument
-    add("--worker-urls", nargs="+", default=[], metavar="URL", help="static workers")
-    add("--fleet", default=None, help="discover this ScoringFleet's ready pods (Kubernetes watch)")
-    add("--namespace", default="default", help="the fleet's namespace (with --fleet)")
-    add("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
-    add("--port", type=int, default=30080)
-    add("--policy", default="power_of_two", choices=POLICIES,
-        help="cache_aware: a query's requests go to the worker that holds it (docs/gateway.md)")
-    add("--balance-abs-threshold", type=int, default=DEFAULT_BALANCE_ABS,
-        help="cache_aware: a query's worker is passed over (power of two instead) when its load "
-             "exceeds the lightest worker's by more than this many sequences, and ...")
-    add("--balance-rel-threshold", type=float, default=DEFAULT_BALANCE_REL,
-        help="... is more than this many times the lightest worker's load")
-    add("--max-tracked-queries", type=int, default=DEFAULT_MAX_QUERIES,
-        help="cache_aware: queries remembered with their workers (least recently routed out first)")
-    add("--load-interval", type=float, default=0.05, help="seconds between /get_load polls")
-    add("--queue-timeout", type=float, default=30.0,
-        help="seconds a request may wait for a ready worker before 503")
-    add("--max-waiting-requests", type=int, default=1024, help="beyond this, 503 at once")
-    add("--request-timeout", type=float, default=120.0, help="seconds for one upstream attempt")
-    add("--api-key", default=None,
-        help=f"required as 'Authorization: Bearer <key>' and sent to the workers (default: the "
-             f"env var {API_KEY_ENV}; this flag wins; a key on a command line is visible to all)")
-    add("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES,
-        help="a larger body is a 413 at the door (default: the server's limit, 8 MiB)")
-    add("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
-        help="seconds a connection may take to send a complete request head, from its opening "
-             "or its last answer (also the idle keep-alive time); then it is closed")
-    add("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
-        help="open client connections; a new one beyond this gets 503 and is closed")
-    add("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-        help="info: workers' transitions and an access-log line per score request")
-    add("--access-log-all", action="store_true",
-        help="an access-log line for every request, also probes and /metrics scrapes")
+    add_flags(parser, GatewayConfig)
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                        help="info: workers' transitions and an access-log line per score request")
     return parser
 
 
@@ -141,20 +127,12 @@ def parse_args(argv: Sequence[str] | None = None,
     message on a bad flag."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    environ = os.environ if environ is None else environ
+    fields = config_fields(args, GatewayConfig)
+    fields["worker_urls"] = tuple(url.rstrip("/") for url in fields["worker_urls"])
+    if fields["api_key"] is None:  # an empty variable is no key
+        fields["api_key"] = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
     try:
-        config = GatewayConfig(
-            worker_urls=tuple(url.rstrip("/") for url in args.worker_urls), fleet=args.fleet,
-            namespace=args.namespace, host=args.host, port=args.port, policy=args.policy,
-            load_interval_s=args.load_interval, queue_timeout_s=args.queue_timeout,
-            max_waiting_requests=args.max_waiting_requests,
-            request_timeout_s=args.request_timeout,
-            api_key=args.api_key if args.api_key is not None else environ.get(API_KEY_ENV) or None,
-            max_request_bytes=args.max_request_bytes, header_timeout_s=args.header_timeout,
-            max_connections=args.max_connections, access_log_all=args.access_log_all,
-            balance_abs_threshold=args.balance_abs_threshold,
-            balance_rel_threshold=args.balance_rel_threshold,
-            max_tracked_queries=args.max_tracked_queries)
+        config = GatewayConfig(**fields)
     except ValueError as error:
         parser.error(str(error))
     return config, args.log_level

@@ -2,7 +2,7 @@
 client connections, over aiohttp's request handler with a request-head timeout; serve() runs it
 until SIGTERM or SIGINT.
 
-The head timeout is aiohttp's keep-alive timeout: aiohttp (>= 3.14.4, pinned) arms it when a connection
+The head timeout is aiohttp's keep-alive timeout: aiohttp (>= 3.14.4, pyproject's floor) arms it when a connection
 opens and again after each answer, and closes a connection whose next request head is not
 complete when it fires (an idle kept-alive one too, as uvicorn's 5 s keep-alive does). A handler
 at work is never closed by it. A handler whose client hangs up is cancelled (errors.py counts it
@@ -20,10 +20,10 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from gateway.errors import error_body
+from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S
 
 log = logging.getLogger(__name__)
 REFUSED_LINGER_S = 1.0  # a refused connection waits this long for the client to close first
-SHUTDOWN_TIMEOUT_S = 60.0  # aiohttp's default: in-flight requests may finish this long
 
 
 def refusal_bytes(max_connections: int) -> bytes:
@@ -75,7 +75,7 @@ async def serve(app: web.Application, host: str, port: int, header_timeout_s: fl
                 max_connections: int, on_refused: Callable[[], None],
                 access_log_class: type[AbstractAccessLogger]) -> None:
     """Serve `app` until SIGTERM or SIGINT, then stop listening, let requests in flight finish
-    (at most SHUTDOWN_TIMEOUT_S) and run the app's cleanup. Access lines go to `aiohttp.access`
+    (at most GATEWAY_SHUTDOWN_S) and run the app's cleanup. Access lines go to `aiohttp.access`
     through `access_log_class` (access_log.py's choice of which requests write one)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -83,7 +83,7 @@ async def serve(app: web.Application, host: str, port: int, header_timeout_s: fl
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"),
                            access_log_class=access_log_class, keepalive_timeout=header_timeout_s,
-                           shutdown_timeout=SHUTDOWN_TIMEOUT_S, auto_decompress=False,
+                           shutdown_timeout=GATEWAY_SHUTDOWN_S, auto_decompress=False,
                            # A client that hangs up cancels its handler: a request waiting for a
                            # worker leaves the waiting room (its place, the demand signal) and an
                            # upstream attempt is dropped, so the worker cancels it too.

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from gateway.proxy import Upstream
+from scoringfleet_contract.facts import METRICS_PATH, PROBE_PATHS, error_body as contract_error_body
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +24,10 @@ TIER = "gateway"  # the error body's `param` when the gateway, not a worker, ans
 # nginx's status for a client that closed its connection before it was answered: no client reads
 # it, but the request is counted (not as a gateway 500, and with no traceback).
 CLIENT_CLOSED = 499
-# The server's error types where it has one (server/errors.py), OpenAI's names for the rest.
-ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
-               405: "BadRequestError", 413: "BadRequestError", 415: "BadRequestError",
-               499: "ClientClosedRequest", 500: "InternalServerError", 502: "BadGatewayError",
-               503: "ServiceUnavailableError", 504: "TimeoutError"}
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
-UNCOUNTED_PATHS = frozenset({"/health", "/ready", "/health_generate", "/metrics"})
-ROUTES = "POST /v1/score; GET /health, /ready, /health_generate, /metrics"
+UNCOUNTED_PATHS = PROBE_PATHS | {METRICS_PATH}
+ROUTES = ("POST /v1/score, /v1/rerank, /v2/rerank; "
+          "GET /health, /ready, /health_generate, /metrics, /v1/models, /get_server_info")
 
 
 class Refusal(Exception):
@@ -43,9 +40,7 @@ class Refusal(Exception):
 
 def error_body(status: int, message: str) -> bytes:
     """SGLang's error body, `param` naming the gateway, its type the one for `status`."""
-    return json.dumps({"object": "error", "message": message,
-                       "type": ERROR_TYPES.get(status, "BadRequestError"),
-                       "param": TIER, "code": status}).encode()
+    return json.dumps(contract_error_body(status, message, param=TIER)).encode()
 
 
 def error_reply(status: int, message: str, retry_after_s: int | None = None) -> Upstream:

@@ -11,13 +11,13 @@ each failure a Refusal with the status the server would give (or the one it cann
 from __future__ import annotations
 
 import json
-import secrets
 import zlib
 from collections.abc import Mapping
 
 from aiohttp import StreamReader
 
 from gateway.errors import CLIENT_CLOSED, Refusal
+from scoringfleet_contract.facts import body_too_large, is_authorized as header_is_authorized
 
 # Headers that travel upstream; everything else is hop-by-hop or the gateway's own business.
 UPSTREAM_HEADERS = ("content-type", "accept")
@@ -40,11 +40,7 @@ def check_head(headers: Mapping[str, str], max_bytes: int) -> None:
                            "uncompressed, or gzip or deflate")
     declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise Refusal(413, too_large(max_bytes))
-
-
-def too_large(max_bytes: int) -> str:
-    return f"request body exceeds the limit of {max_bytes} bytes"
+        raise Refusal(413, body_too_large(max_bytes))
 
 
 async def read_body(content: StreamReader, max_bytes: int) -> bytes:
@@ -56,7 +52,7 @@ async def read_body(content: StreamReader, max_bytes: int) -> bytes:
         while chunk := await content.readany():
             body += chunk
             if len(body) > max_bytes:
-                raise Refusal(413, too_large(max_bytes))
+                raise Refusal(413, body_too_large(max_bytes))
     except ConnectionResetError:
         raise Refusal(CLIENT_CLOSED, "the client closed the connection before its body was "
                                      "complete") from None
@@ -74,7 +70,7 @@ def decode_body(body: bytes, encoding: str, max_bytes: int) -> bytes:
     except zlib.error as error:
         raise Refusal(400, f"bad compression: the body is not valid {encoding} ({error})") from None
     if len(plain) > max_bytes:
-        raise Refusal(413, f"decoded {too_large(max_bytes)}")
+        raise Refusal(413, f"decoded {body_too_large(max_bytes)}")
     if not decoder.eof or decoder.unused_data:
         raise Refusal(400, f"bad compression: the {encoding} stream is truncated or has trailing "
                            "data")
@@ -92,19 +88,17 @@ def parse_body(body: bytes):
 
 
 def count_sequences(payload) -> int:
-    """Items in a score request (one sequence each); 1 when the body is not what we expect
-    (the worker will answer 400 and we only need a weight)."""
-    items = payload.get("items") if isinstance(payload, dict) else None
+    """Items in a score request, or documents in a rerank (one sequence each); 1 when the body is
+    not what we expect (the worker will answer 400 and we only need a weight)."""
+    if not isinstance(payload, dict):
+        return 1
+    items = payload.get("items", payload.get("documents"))
     return max(len(items), 1) if isinstance(items, list) else 1
 
 
 def is_authorized(headers: Mapping[str, str], api_key: str | None) -> bool:
     """True without a key; else 'Authorization: Bearer <key>' (compared in constant time)."""
-    if api_key is None:
-        return True
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(),
-                                                                 api_key.encode())
+    return header_is_authorized(headers.get("authorization", ""), api_key)
 
 
 def upstream_headers(headers: Mapping[str, str], api_key: str | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 
 from gateway.waiting import WaitingRoom
-from gateway.workers import WorkerRegistry
+from gateway.workers import WorkerRegistry, WorkerState
 
 PREFIX = "scoringfleet_gateway"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -39,7 +39,7 @@ class _LiveGauges:
         for url, value in self.workers.loads().items():
             load.add_metric([url], value)
         yield load
-        states = GaugeMetricFamily(f"{PREFIX}_workers", "Workers by state (ready, unauthorized, stale, gone)",
+        states = GaugeMetricFamily(f"{PREFIX}_workers", f"Workers by state ({', '.join(s.value for s in WorkerState)})",
                                    labels=["state"])
         for state, count in self.workers.counts_by_state(self.clock()).items():
             states.add_metric([state], count)

@@ -14,6 +14,15 @@ from gateway.key_check import KEY_RECHECK_S, probe_key
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
 
+# The server's /get_load header while its model loads (server/schemas.py: the body stays SGLang's).
+LOADING_HEADER = "X-Model-Loading"
+
+
+def is_loading(headers) -> bool:
+    """A worker still loading its model: its load is 0 and it takes no request. A server without
+    the header (SGLang's) answers /get_load only once it serves."""
+    return headers.get(LOADING_HEADER, "").strip().lower() == "true"
+
 
 def parse_load(payload) -> int:
     """num_reqs summed over data-parallel ranks (a list of entries; a bare entry is accepted)."""
@@ -59,11 +68,12 @@ class Poller:
             async with self.session.get(f"{url}/get_load", timeout=timeout) as response:
                 response.raise_for_status()
                 num_reqs = parse_load(await response.json(content_type=None))
+                loading = is_loading(response.headers)
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as error:
             # The registry's transition log says it (once): out of rotation until it answers.
             self.registry.record_failure(url, f"/get_load failed: {describe_error(error)}")
             return
-        self.registry.record_answer(url, num_reqs, mark, time.monotonic())
+        self.registry.record_answer(url, num_reqs, mark, time.monotonic(), loading)
         await self._check_key(url)
         self.on_change()
 

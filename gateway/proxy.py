@@ -1,4 +1,5 @@
-"""One upstream attempt: POST the body unchanged to a worker's /v1/score and read its answer.
+"""One upstream attempt: POST the body unchanged to a worker's /v1/score (or the rerank path the
+client called) and read its answer.
 
 Tells a failure that may be retried elsewhere (refused, or reset before any response byte) from
 an answer (any status, passed back unchanged). No choice of worker and no retry policy here.
@@ -44,12 +45,12 @@ class BrokenAnswer(Exception):
 
 
 async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
-                  headers: Mapping[str, str], timeout_s: float) -> Upstream:
-    """POST with exactly `headers`. Raises Unreachable, BrokenAnswer or asyncio.TimeoutError (the
-    attempt outlived timeout_s)."""
+                  headers: Mapping[str, str], timeout_s: float, path: str = "/v1/score") -> Upstream:
+    """POST to the worker's `path` with exactly `headers`. Raises Unreachable, BrokenAnswer or
+    asyncio.TimeoutError (the attempt outlived timeout_s)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=CONNECT_TIMEOUT_S)
     try:
-        response = await session.post(f"{worker_url}/v1/score", data=body, headers=headers,
+        response = await session.post(f"{worker_url}{path}", data=body, headers=headers,
                                       timeout=timeout)
     except aiohttp.ClientConnectorError as error:
         raise Unreachable("refused", str(error)) from error

@@ -66,11 +66,12 @@ class Router:
         """Workers that left the rotation: their queries go with them."""
         self.holders.forget(urls)
 
-    async def route(self, body: bytes, headers: Mapping[str, str],
-                    num_sequences: int | None = None, key: str | None = None) -> Upstream:
+    async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
+                    path: str = "/v1/score", key: str | None = None) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error.
         `headers` are those to send upstream; num_sequences None: counted from the body (which
-        must then be JSON: intake.parse_body), and then the query's key too."""
+        must then be JSON: intake.parse_body, and then the query's key too); `path` the worker's (a
+        rerank's is scored alike); `key` the query's (affinity.query_key)."""
         if num_sequences is None:
             payload = parse_body(body)
             num_sequences, key = count_sequences(payload), affinity.query_key(payload)
@@ -84,7 +85,8 @@ class Router:
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()
-        outcome = await self._attempt_past_leaving(worker, body, headers, num_sequences, tried, key)
+        outcome = await self._attempt_past_leaving(worker, (path, body), headers, num_sequences, tried,
+                                                   key)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
         retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s, key)
@@ -92,8 +94,8 @@ class Router:
             return outcome if isinstance(outcome, Upstream) else self._none_left(tried, outcome)
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
         self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
-        second = await self._attempt_past_leaving(retry_worker, body, headers, num_sequences, tried,
-                                                  key)
+        second = await self._attempt_past_leaving(retry_worker, (path, body), headers, num_sequences,
+                                                  tried, key)
         if isinstance(second, Unreachable):
             return error_reply(502, f"no worker answered: {second}", 1)
         return second
@@ -111,7 +113,7 @@ class Router:
         except WaitingRoomFull:
             return None
 
-    async def _attempt_past_leaving(self, worker: Worker, body: bytes, headers: Mapping[str, str],
+    async def _attempt_past_leaving(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
                                     num_sequences: int, tried: set[str],
                                     key: str | None) -> Upstream | Unreachable:
         """An attempt on `worker`, then, while the worker is leaving (a draining 503, refused or a
@@ -119,7 +121,7 @@ class Router:
         outcome if none is left."""
         while True:
             tried.add(worker.url)
-            outcome = await self._attempt(worker, body, headers, num_sequences)
+            outcome = await self._attempt(worker, call, headers, num_sequences)
             leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
                        outcome.reason if isinstance(outcome, Unreachable)
                        and outcome.reason in LEAVING_REASONS else None)
@@ -129,15 +131,16 @@ class Router:
             self.metrics.retries.labels(reason=leaving).inc()
             worker = next_worker
 
-    async def _attempt(self, worker: Worker, body: bytes, headers: Mapping[str, str],
+    async def _attempt(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
                        num_sequences: int) -> Upstream | Unreachable:
+        path, body = call
         self.registry.record_sent(worker.url, num_sequences)
         self.metrics.routed.labels(worker=worker.url).inc()
         try:
             answer = await forward(self.session, worker.url, body, headers,
-                                   self.config.request_timeout_s)
+                                   self.config.request_timeout_s, path)
         except Unreachable as error:
-            self.registry.record_failure(worker.url, f"/v1/score unreachable: {error}")
+            self.registry.record_failure(worker.url, f"{path} unreachable: {error}")
             return error
         except BrokenAnswer as error:
             return error_reply(502, str(error))

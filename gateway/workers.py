@@ -6,13 +6,27 @@ The poller reports its polls to it (poll_started, record_answer, record_failure)
 sequences it sends and the connections that fail (record_sent, record_failure; the proxy only
 answers the router). The picker gets the registry's live Worker objects (fresh()), not copies,
 and only reads them. Discovery (app.set_rotation) sets who is in (set_urls). After each change
-of a worker's record it calls `on_change(url, record or None, gone)` (the transition log decides
-whether that was a transition worth a line).
+of a worker's record it calls `on_change(url, record or None)` (the transition log decides
+whether that was a transition worth a line). `worker_state()` is the one classification of a worker.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class WorkerState(StrEnum):
+    """A worker's one state: the transition log's word, the workers gauge's label, /ready's reason."""
+
+    JOINED = "joined"              # in rotation, no /get_load answer yet (or the key not yet checked)
+    READY = "ready"                # choosable: answered lately, nothing failed since, the key taken
+    DRAINING = "draining"          # answered a draining 503: still choosable while fresh
+    STALE = "stale"                # a poll or a connection failed, or no answer lately
+    UNAUTHORIZED = "unauthorized"  # rejects the gateway's API key
+    LOADING = "loading"            # answers, but its model is still loading (a new or restarted server)
+    GONE = "gone"                  # left the rotation
 
 
 @dataclass
@@ -26,6 +40,7 @@ class Worker:
     num_sent: int = 0            # sequences sent to it, ever
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
+    loading: bool = False        # its last answer said its model is still loading (no work)
 
     @property
     def num_in_flight(self) -> int:
@@ -40,9 +55,26 @@ class Worker:
     def is_fresh(self, now: float, stale_after_s: float, key_required: bool = False) -> bool:
         """Choosable: answered /get_load lately, nothing failed since, and (when the gateway has
         a key) known to accept the key."""
-        return (not self.failed and self.answered_at is not None
-                and now - self.answered_at <= stale_after_s
-                and (self.key_accepted is True or not key_required))
+        return worker_state(self, now, stale_after_s, key_required) in (WorkerState.READY, WorkerState.DRAINING)
+
+
+def worker_state(worker: Worker | None, now: float, stale_after_s: float,
+                 key_required: bool = False) -> WorkerState:
+    """The one classification of a worker (None: out of the rotation); pure. A refused key wins
+    over a failure: it needs someone to act, a failure may pass."""
+    if worker is None:
+        return WorkerState.GONE
+    if worker.key_accepted is False:
+        return WorkerState.UNAUTHORIZED
+    if worker.failed:
+        return WorkerState.STALE
+    if worker.answered_at is None or (key_required and worker.key_accepted is None):
+        return WorkerState.JOINED
+    if now - worker.answered_at > stale_after_s:
+        return WorkerState.STALE
+    if worker.loading:
+        return WorkerState.LOADING
+    return WorkerState.DRAINING if worker.draining else WorkerState.READY
 
 
 class WorkerRegistry:
@@ -50,7 +82,7 @@ class WorkerRegistry:
     start (cumulative: it grows with pod churn, one entry per pod IP seen leaving)."""
 
     def __init__(self, stale_after_s: float, key_required: bool = False,
-                 on_change: Callable[[str, Worker | None, bool], None] | None = None) -> None:
+                 on_change: Callable[[str, Worker | None], None] | None = None) -> None:
         self.stale_after_s = stale_after_s
         self.key_required = key_required  # the gateway has an API key: workers must accept it
         self.on_change = on_change
@@ -73,7 +105,7 @@ class WorkerRegistry:
 
     def _changed(self, url: str) -> None:
         if self.on_change is not None:
-            self.on_change(url, self._workers.get(url), url in self._gone)
+            self.on_change(url, self._workers.get(url))
 
     def get(self, url: str) -> Worker | None:
         return self._workers.get(url)
@@ -86,11 +118,16 @@ class WorkerRegistry:
         worker = self._workers.get(url)
         return worker.num_sent if worker else 0
 
-    def record_answer(self, url: str, num_reqs: int, mark: int, now: float) -> None:
+    def record_answer(self, url: str, num_reqs: int, mark: int, now: float,
+                      loading: bool = False) -> None:
+        """A poll answered: `num_reqs`, and whether the worker's model is still `loading`."""
         worker = self._workers.get(url)
         if worker is None:
             return
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
+        if loading and not worker.loading:  # a new process (a restart): its key is checked anew
+            worker.key_accepted = None
+        worker.loading = loading
         worker.num_sent_at_poll = mark
         self._changed(url)
 
@@ -129,13 +166,14 @@ class WorkerRegistry:
         return [w for w in self._workers.values()
                 if w.is_fresh(now, self.stale_after_s, self.key_required)]
 
+    def state(self, url: str, now: float) -> WorkerState:
+        return worker_state(self._workers.get(url), now, self.stale_after_s, self.key_required)
+
     def counts_by_state(self, now: float) -> dict[str, int]:
-        """{'ready': fresh, 'unauthorized': rejects the gateway's API key, 'stale': the others in
-        rotation, 'gone': left the rotation}."""
-        ready = len(self.fresh(now))
-        unauthorized = sum(1 for w in self._workers.values() if w.key_accepted is False)
-        return {"ready": ready, "stale": len(self._workers) - ready - unauthorized,
-                "unauthorized": unauthorized, "gone": len(self._gone)}
+        """Every state's value with its count (0 included); `gone` counts URLs that left the rotation."""
+        counts = Counter(self.state(url, now) for url in self._workers)
+        counts[WorkerState.GONE] = len(self._gone)
+        return {state.value: counts[state] for state in WorkerState}
 
     def loads(self) -> dict[str, int]:
         return {url: w.load for url, w in self._workers.items()}

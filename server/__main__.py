@@ -1,4 +1,9 @@
-"""`python -m server`: resolve the config, load the model, then serve until SIGTERM has drained."""
+"""`python -m server`: parse the flags and listen at once; load the model on a thread meanwhile
+(startup.py answers probes and scrapes: loading, zero load); serve until SIGTERM has drained.
+
+NOTE: torch and the model's modules are imported only on the loading thread (resolve_config,
+build_runner): importing torch alone takes seconds, and the server answers /metrics before that.
+"""
 from __future__ import annotations
 
 import logging
@@ -6,16 +11,15 @@ import os
 import sys
 import time
 
-import torch
-
 from server.app import create_app
 from server.config import ServerConfig, parse_args
 from server.connections import uvicorn_config
 from server.cpus import detect_usable_cpus
 from server.drain import DrainingServer
 from server.engine import Engine
-from server.model_loader import ModelLoadError, load_model, resolve_device, resolve_dtype
-from server.model_runner import ModelRunner
+from server.errors import ModelLoadError
+from server.rerank import Reranker, choose_reranker
+from server.startup import EngineStartup, Loaded
 
 log = logging.getLogger("server")
 
@@ -23,13 +27,20 @@ log = logging.getLogger("server")
 def resolve_config(config: ServerConfig) -> ServerConfig:
     """The effective config: device and dtype picked ("auto" resolved), their defaults filled.
     Raises ModelLoadError if the device asked for is not there."""
+    from server.model_loader import resolve_device, resolve_dtype
+
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     return config.resolve(device.type, str(dtype).removeprefix("torch."))
 
 
-def build_engine(config: ServerConfig) -> Engine:
-    """Load the model for a resolved config and put an engine around it."""
+def build_runner(config: ServerConfig):
+    """Load the model for a resolved config and put a runner (compiled with --compile) around it."""
+    import torch
+
+    from server.model_loader import load_model
+    from server.model_runner import ModelRunner
+
     torch.set_num_threads(config.num_threads or detect_usable_cpus())
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
@@ -40,22 +51,71 @@ def build_engine(config: ServerConfig) -> Engine:
     if config.compile:
         log.info("compiling the items forward (--compile); ready once it is warm")
         runner.compile()
-    return Engine(config, runner)
+    return runner
 
 
-def serve(config: ServerConfig, engine: Engine) -> int:
-    """Serve until a signal's drain ends; the process's exit code (0: nothing was cut)."""
-    server = DrainingServer(uvicorn_config(create_app(config, engine), config), engine,
+def build_engine(config: ServerConfig) -> Engine:
+    """Load the model for a resolved config and put an engine around it."""
+    return Engine(config, build_runner(config))
+
+
+def load(config: ServerConfig):
+    """On the loading thread: the resolved config, the runner and its rerank template, with the
+    start's log lines."""
+    config = resolve_config(config)
+    # NOTE: loading is the slow part of a start (a hub download, reading the weights): say it
+    # began, and how long it took, so a pod that is not ready yet shows why in its log.
+    log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
+    load_started = time.monotonic()
+    runner = build_runner(config)
+    reranker = build_reranker(config, runner)
+    import torch
+
+    log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
+             time.monotonic() - load_started, torch.get_num_threads())
+    if reranker is not None:
+        log.info("rerank template: %s", reranker.template.name)
+    return Loaded(config, runner, reranker)
+
+
+def build_reranker(config: ServerConfig, runner) -> Reranker | None:
+    """The rerank template for this model (--rerank-template, else by the model's names), its
+    labels checked against the tokenizer. One given by the flag that cannot serve is a
+    ModelLoadError (exit 2); the automatic one that cannot serve leaves the server without
+    /v1/rerank (a warning): /v1/score must not fail to start over a rerank default."""
+    model_config = runner.model.config
+    names = [config.model_path, config.served_model_name, getattr(model_config, "_name_or_path", None),
+             *(getattr(model_config, "architectures", None) or [])]
+    try:
+        return choose_reranker(config.rerank_template, names, runner.tokenize)
+    except ValueError as error:
+        if config.rerank_template is not None:
+            raise ModelLoadError(f"--rerank-template: {error}") from error
+        log.warning("no /v1/rerank: %s", error)
+        return None
+
+
+def log_ready(engine: Engine) -> None:
+    age = seconds_since_start()
+    log.info("ready%s; serving on %s:%d", "" if age is None else f" in {age:.1f} s after start",
+             engine.config.host, engine.config.port)
+
+
+def serve(config: ServerConfig, engine: Engine | EngineStartup, reranker: Reranker | None = None) -> int:
+    """Serve until a signal's drain ends, or a model that failed to load; the process's exit code
+    (0: nothing was cut; 1: a drain was cut; 2: the model did not load). `reranker`: for an
+    engine built before serving; an EngineStartup's load chooses its own."""
+    server = DrainingServer(uvicorn_config(create_app(config, engine, reranker), config), engine,
                             config.drain_timeout_s)
     server.run()
-    if server.exit_code:
+    if server.exit_code == 1:
         # NOTE: the interpreter's exit would wait for a forward pass still running on its thread;
         # a drain that timed out or a second signal means now.
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(server.exit_code)
-    return 0
+    return server.exit_code
 
 
 def seconds_since_start() -> float | None:
@@ -73,22 +133,7 @@ def seconds_since_start() -> float | None:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = parse_args(argv)
-    try:
-        config = resolve_config(config)
-        # NOTE: loading is the slow part of a start (a hub download, reading the weights): say it
-        # began, and how long it took, so a pod that is not ready yet shows why in its log.
-        log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
-        load_started = time.monotonic()
-        engine = build_engine(config)
-    except ModelLoadError as error:
-        log.error("%s", error)
-        return 2
-    log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
-             time.monotonic() - load_started, torch.get_num_threads())
-    age = seconds_since_start()
-    log.info("ready%s; serving on %s:%d", "" if age is None else f" in {age:.1f} s after start",
-             config.host, config.port)
-    return serve(config, engine)
+    return serve(config, EngineStartup(config, lambda: load(config), on_ready=log_ready))
 
 
 if __name__ == "__main__":

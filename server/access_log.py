@@ -12,16 +12,11 @@ import logging
 
 from uvicorn.config import LOGGING_CONFIG
 
-QUIET_PATHS = frozenset({"/health", "/health_generate", "/ready", "/get_load", "/metrics"})
-
-
-def is_quiet(path: str) -> bool:
-    """True for a path (query string or not) whose requests write no access-log line."""
-    return path.partition("?")[0] in QUIET_PATHS
+from scoringfleet_contract.facts import is_quiet
 
 
 class QuietPathsFilter(logging.Filter):
-    """Drops uvicorn's access records for QUIET_PATHS. uvicorn logs each request as
+    """Drops uvicorn's access records for the quiet paths (scoringfleet_contract.facts). uvicorn logs each request as
     (client address, method, full path, HTTP version, status code) in `record.args`."""
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
-from server.schemas import ErrorResponse
+from scoringfleet_contract.facts import body_too_large, error_body
 
 
 class BodySizeLimit:
@@ -21,7 +21,7 @@ class BodySizeLimit:
 
     @property
     def message(self) -> str:
-        return f"request body exceeds the limit of {self.max_bytes} bytes"
+        return body_too_large(self.max_bytes)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -43,5 +43,4 @@ class BodySizeLimit:
         await self.app(scope, counting_receive, send)
 
     def _refusal(self) -> JSONResponse:
-        body = ErrorResponse(message=self.message, type="BadRequestError", code=413)
-        return JSONResponse(body.model_dump(), status_code=413)
+        return JSONResponse(error_body(413, self.message), status_code=413)

@@ -1,6 +1,7 @@
 """ServerConfig: every limit and setting of the scoring server, checked once at the door.
 
-Owns the command line (SGLang-style flags) and its defaults. Nothing here touches torch or the
+Owns the command line (SGLang-style flags) and its defaults, written once: each flag is a field
+(scoringfleet_contract.flags). Nothing here touches torch or the
 network: the entry point picks the device and dtype and calls resolve() once, before the engine and
 the app are built, so both read the same effective config. The model's own limits (context length,
 vocabulary) are checked by the engine.
@@ -12,6 +13,14 @@ import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Mapping, Sequence
 
+from scoringfleet_contract.facts import (
+    API_KEY_ENV,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_REQUEST_BYTES,
+    api_key_problem,
+)
+from scoringfleet_contract.flags import add_flags, config_fields, flag
+
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
@@ -21,34 +30,53 @@ DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-s
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
 DEFAULT_MAX_ITEMS_PER_REQUEST = 1024
-DEFAULT_HEADER_TIMEOUT_S = 5.0
-# The API key's env var (the operator sets it from a Secret, never in args); --api-key wins.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     """Limits count sequences (one per item) and tokens (query + item tokens of a sequence)."""
 
-    model_path: str = DEFAULT_MODEL
-    served_model_name: str | None = None
+    model_path: str = field(default=DEFAULT_MODEL, metadata=flag(
+        "local folder, hub id, or .gguf file; default: the embedded SmolLM2-135M-Instruct"))
+    served_model_name: str | None = field(default=None, metadata=flag(
+        "name reported to clients (default: from the model)"))
     host: str = "127.0.0.1"
     port: int = 30000
-    dtype: Dtype = "auto"
+    dtype: Dtype = field(default="auto", metadata=flag(
+        "auto: bfloat16 on CUDA and on CPUs with native bf16 (faster; label probabilities within ~0.05), "
+        "else float32; float32 is the exact mode"))
     device: Device = "auto"
-    max_running_requests: int = 256
-    max_prefill_tokens: int | None = None  # None: by device (resolve)
-    max_total_tokens: int = 65536
-    max_queued_requests: int = 4096
-    max_items_per_request: int | None = None  # None: min(1024, max_queued_requests)
-    max_request_bytes: int = 8 * 1024 * 1024
-    request_timeout_s: float = 60.0
-    drain_timeout_s: float | None = None  # None: request_timeout_s
-    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
-    api_key: str | None = field(default=None, repr=False)  # never in a log line or traceback
-    num_threads: int | None = None
-    access_log_all: bool = False  # False: no access-log line for probes, /get_load, /metrics
-    compile: bool = False  # torch.compile the items forward, warmed before ready
+    max_running_requests: int = field(default=256, metadata=flag("sequences in one forward batch"))
+    max_prefill_tokens: int | None = field(default=None, metadata=flag(  # None: by device (resolve)
+        "tokens in one forward batch (a longer sequence runs alone); "
+        f"default {GPU_MAX_PREFILL_TOKENS} on CUDA, {CPU_MAX_PREFILL_TOKENS} on CPU"))
+    max_total_tokens: int = field(default=65536, metadata=flag("tokens held by running sequences"))
+    max_queued_requests: int = field(default=4096, metadata=flag(
+        "waiting sequences; beyond this new requests get 503 + Retry-After"))
+    max_items_per_request: int | None = field(default=None, metadata=flag(  # None: min(1024, max_queued_requests)
+        f"more items is a 400 (default: {DEFAULT_MAX_ITEMS_PER_REQUEST}, at most --max-queued-requests)"))
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    request_timeout_s: float = field(default=60.0, metadata=flag("seconds; then 504"))
+    drain_timeout_s: float | None = field(default=None, metadata=flag(  # None: request_timeout_s
+        "seconds a SIGTERM drain may take before what is left gets 503 and the process exits "
+        "(default: --request-timeout)"))
+    header_timeout_s: float = field(default=DEFAULT_HEADER_TIMEOUT_S, metadata=flag(
+        "seconds a connection may take to send a complete request head; then it is closed"))
+    api_key: str | None = field(default=None, repr=False, metadata=flag(  # never in a log line or traceback
+        f"require 'Authorization: Bearer <key>' on /v1/score (default: the env var {API_KEY_ENV}; "
+        "this flag wins; a key on a command line is visible to all)"))
+    num_threads: int | None = field(default=None, metadata=flag(
+        "torch CPU threads (default: the CPUs this process may use, cgroup quota included)"))
+    access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
+        "an access-log line for every request, also probes, /get_load polls and /metrics scrapes "
+        "(default: none for those)"))
+    compile: bool = field(default=False, metadata=flag(  # torch.compile the items forward, warmed before ready
+        "torch.compile the items forward (fuses the elementwise work); compiled and warmed at start, "
+        "before ready (minutes on a small CPU), so no request waits on a compile"))
+    rerank_template: str | None = field(default=None, metadata=flag(  # None: by the model's name
+        "the template of /v1/rerank and /v2/rerank: a built-in (qwen3-reranker, yes-no) or a "
+        "JSON file (docs/rerank.md); default: qwen3-reranker for a model named so, else yes-no",
+        metavar="NAME|FILE"))
 
     def __post_init__(self) -> None:
         if self.max_items_per_request is None:
@@ -76,11 +104,8 @@ class ServerConfig:
             raise ValueError(f"header_timeout must be > 0 seconds, got {self.header_timeout_s}")
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
-        if self.api_key is not None and (not self.api_key or self.api_key != self.api_key.strip()):
-            # The header's token is compared stripped, so such a key would refuse every request
-            # (or, empty, let in a bare 'Bearer '). The message never holds the key.
-            raise ValueError("the API key must not be empty nor begin or end with whitespace "
-                             "(a Secret's value with a trailing newline?)")
+        if problem := api_key_problem(self.api_key):
+            raise ValueError(problem)
 
     def resolve(self, device: str, dtype: str) -> ServerConfig:
         """The effective config on `device` in `dtype` (what "auto" turned into): fills the
@@ -114,46 +139,10 @@ class ServerConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every field of ServerConfig as a flag (scoringfleet_contract.flags): the defaults are the fields'."""
     parser = argparse.ArgumentParser(prog="python -m server",
                                      description="Prefill-only LLM scoring server (SGLang /v1/score).")
-    add = parser.add_argument
-    add("--model-path", default=DEFAULT_MODEL,
-        help="local folder, hub id, or .gguf file; default: the embedded SmolLM2-135M-Instruct")
-    add("--served-model-name", default=None, help="name reported to clients (default: from the model)")
-    add("--host", default="127.0.0.1")
-    add("--port", type=int, default=30000)
-    add("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
-        help="auto: bfloat16 on CUDA and on CPUs with native bf16 (faster; label probabilities "
-             "within ~0.05), else float32; float32 is the exact mode")
-    add("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    add("--max-running-requests", type=int, default=256, help="sequences in one forward batch")
-    add("--max-prefill-tokens", type=int, default=None,
-        help="tokens in one forward batch (a longer sequence runs alone); "
-             f"default {GPU_MAX_PREFILL_TOKENS} on CUDA, {CPU_MAX_PREFILL_TOKENS} on CPU")
-    add("--max-total-tokens", type=int, default=65536, help="tokens held by running sequences")
-    add("--max-queued-requests", type=int, default=4096,
-        help="waiting sequences; beyond this new requests get 503 + Retry-After")
-    add("--max-items-per-request", type=int, default=None,
-        help=f"more items is a 400 (default: {DEFAULT_MAX_ITEMS_PER_REQUEST}, at most "
-             "--max-queued-requests)")
-    add("--max-request-bytes", type=int, default=8 * 1024 * 1024)
-    add("--request-timeout", type=float, default=60.0, help="seconds; then 504")
-    add("--drain-timeout", type=float, default=None,
-        help="seconds a SIGTERM drain may take before what is left gets 503 and the process exits "
-             "(default: --request-timeout)")
-    add("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
-        help="seconds a connection may take to send a complete request head; then it is closed")
-    add("--api-key", default=None,
-        help=f"require 'Authorization: Bearer <key>' on /v1/score (default: the env var "
-             f"{API_KEY_ENV}; this flag wins; a key on a command line is visible to all)")
-    add("--num-threads", type=int, default=None,
-        help="torch CPU threads (default: the CPUs this process may use, cgroup quota included)")
-    add("--access-log-all", action="store_true",
-        help="an access-log line for every request, also probes, /get_load polls and /metrics "
-             "scrapes (default: none for those)")
-    add("--compile", action="store_true",
-        help="torch.compile the items forward (fuses the elementwise work); compiled and warmed "
-             "at start, before ready (minutes on a small CPU), so no request waits on a compile")
+    add_flags(parser, ServerConfig)
     return parser
 
 
@@ -162,12 +151,9 @@ def parse_args(argv: Sequence[str] | None = None,
     """Command line (and the API key's env var) -> ServerConfig; a bad value exits with a usage
     error, never a traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    fields = vars(args)
+    fields = config_fields(parser.parse_args(argv), ServerConfig)
     if fields["api_key"] is None:  # an empty variable is no key
         fields["api_key"] = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
-    for name in ("request_timeout", "drain_timeout", "header_timeout"):
-        fields[f"{name}_s"] = fields.pop(name)
     try:
         return ServerConfig(**fields)
     except ValueError as error:

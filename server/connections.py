@@ -15,11 +15,9 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from scoringfleet_contract.facts import SERVER_SHUTDOWN_S
 from server.access_log import uvicorn_log_config
 from server.config import ServerConfig
-
-# After the drain, uvicorn's graceful shutdown waits at most this long for the last responses.
-SHUTDOWN_GRACE_S = 5.0
 
 
 class HeadTimeoutProtocol(H11Protocol):
@@ -76,5 +74,5 @@ def uvicorn_config(app, config: ServerConfig, log_level: str = "info") -> uvicor
     an access log without the probes', polls' and scrapes' lines (unless access_log_all)."""
     protocol = functools.partial(HeadTimeoutProtocol, head_timeout_s=config.header_timeout_s)
     return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
-                          http=protocol, timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                          http=protocol, timeout_graceful_shutdown=SERVER_SHUTDOWN_S,
                           log_config=uvicorn_log_config(config.access_log_all))

@@ -16,6 +16,7 @@ import time
 import uvicorn
 
 from server.engine import Engine
+from server.startup import EngineStartup
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ def drain_outcome(num_sequences: int, now_s: float, deadline_s: float) -> DrainO
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, engine: Engine, drain_timeout_s: float) -> None:
+    def __init__(self, config: uvicorn.Config, engine: Engine | EngineStartup,
+                 drain_timeout_s: float) -> None:
         super().__init__(config)
         self.engine = engine
         self.drain_timeout_s = drain_timeout_s
@@ -58,6 +60,8 @@ class DrainingServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         """Called by uvicorn every 0.1 s; True ends its main loop (then it stops listening)."""
+        if self.engine.load_failed:  # its ERROR line is written; nothing was admitted
+            self.should_exit = True
         if self.drain_started_s is not None and self.outcome is None:
             now_s = time.monotonic()
             num_left = self.engine.load().num_reqs
@@ -76,5 +80,8 @@ class DrainingServer(uvicorn.Server):
 
     @property
     def exit_code(self) -> int:
-        """0 when every admitted request was answered (or no signal came); 1 when work was cut."""
+        """0 when every admitted request was answered (or no signal came); 1 when work was cut;
+        2 when the model did not load."""
+        if self.engine.load_failed:
+            return 2
         return 1 if self.outcome in (DrainOutcome.TIMED_OUT, DrainOutcome.FORCED) else 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from server.schemas import ErrorResponse
+from scoringfleet_contract.facts import error_body
 
 ACCEPTED = (b"", b"identity")
 
@@ -33,5 +33,4 @@ class RefuseEncodedBodies:
 def _refusal(encoding: str) -> JSONResponse:
     message = (f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed "
                "(the fleet gateway decodes gzip and deflate)")
-    body = ErrorResponse(message=message, type="BadRequestError", code=415)
-    return JSONResponse(body.model_dump(), status_code=415)
+    return JSONResponse(error_body(415, message), status_code=415)

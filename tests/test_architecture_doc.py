@@ -5,8 +5,8 @@ Forward: every path in backticks that ends in a file suffix or `/` (`engine.py`,
 `tests/reliability/checks.py`) is a file or folder of the repository (matched as a path suffix, so
 a table may name a module relative to its package), and every relative link resolves. Work not yet
 in the tree is exempt where the doc says so: lines marked "(landing)" and the section "Where the
-next features fit". Backward: each module of server/, gateway/, kube_emulator/ and fleet_operator/
-is named in its package's section (server/, gateway/ and fleet_operator/: each has a row in the
+next features fit". Backward: each module of server/, gateway/, kube_emulator/, fleet_operator/ and
+scoringfleet_contract/ is named in its package's section (server/, gateway/ and fleet_operator/: each has a row in the
 module tables, its own or its folder's, which then names it), and each top-level folder under
 version control is in the tree listing.
 Imports, read from the code (ast, lazy imports too): the layer table of each of the four sections
@@ -37,10 +37,11 @@ MADE_ON_FIRST_USE = {".venv/", ".tools/"}  # named by the doc, absent from a cle
 PATH_IN_CODE = re.compile(r"(?<![\w/.:-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|md|yaml|yml|json|toml|txt|sh)"
                           r"|(?:[\w.-]+/)+)(?![\w/])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-MAPPED_PACKAGES = ("server", "gateway", "kube_emulator", "fleet_operator")
+MAPPED_PACKAGES = ("server", "gateway", "kube_emulator", "fleet_operator", "scoringfleet_contract")
 # the packages whose section has `| Module | Owns | May import |` tables
 IMPORT_TABLES = ("server", "gateway", "fleet_operator")
-SAME_LAYER_ALLOWED = {"server": False, "gateway": False, "kube_emulator": True, "fleet_operator": True}
+SAME_LAYER_ALLOWED = {"server": False, "gateway": False, "kube_emulator": True, "fleet_operator": True,
+                      "scoringfleet_contract": False}
 PURE_CONTRACT = "fleet_operator's pure modules import no I/O library"
 
 
@@ -131,7 +132,7 @@ def test_every_tracked_top_level_folder_is_in_the_tree_listing():
 
 @functools.cache
 def modules(package: str) -> dict[str, Path]:
-    """Every module of `package` by dotted name ("fleet_operator.autoscaling.tick"; a package's
+    """Every module of `package` by dotted name ("fleet_operator.tick"; a package's
     __init__.py by the package's name)."""
     found = {}
     for path in sorted((ROOT / package).rglob("*.py")):
@@ -143,7 +144,7 @@ def modules(package: str) -> dict[str, Path]:
 
 
 def under(name: str, package: str) -> list[str]:
-    """The modules a map path names: `tick.py` or `autoscaling/tick.py` one, `builders/` all under it."""
+    """The modules a map path names: `tick.py` or `autoscaling/decide.py` one, `builders/` all under it."""
     dotted = f"{package}." + name.removesuffix(".py").strip("/").replace("/", ".")
     if name.endswith("/"):
         return [m for m in modules(package) if m == dotted or m.startswith(dotted + ".")]

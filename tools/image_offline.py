@@ -3,7 +3,7 @@
 Two stand-ins, both made once and reused (idempotent):
 - the base image: Debian bookworm (debootstrap minbase, from the mirror apt uses) with Python 3.11,
   venv and pip, `python` on PATH and the host's CA certificates, imported as BASE_IMAGE; it takes
-  the place of python:3.11-slim-bookworm (build argument PYTHON_IMAGE);
+  the place of the Dockerfile's base image (build argument PYTHON_IMAGE);
 - a PEP 503 wheel index of torch and its dependencies, as the host's pip resolves them (the CPU
   build where pip is configured with it), served on loopback while the build runs (build argument
   TORCH_INDEX_URL).

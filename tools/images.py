@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 try:
-    from tools import image_checks, image_offline
+    from tools import image_checks, image_offline, versions
 except ImportError:  # run as a script: tools/ is on sys.path, the repository root is not
     import image_checks
     import image_offline
+    import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 PODMAN_CONF = ROOT / "tools" / "podman-containers.conf"
-DEFAULT_PYTHON_IMAGE = "python:3.11-slim-bookworm"  # the Dockerfile's own default
-TORCH_VERSION = "2.13.0"  # the Makefile's and the Dockerfile's pin
+DEFAULT_PYTHON_IMAGE = versions.PYTHON_IMAGE  # the Dockerfile's own default
+TORCH_VERSION = versions.TORCH_VERSION  # the Dockerfile's pin
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu/torch/"
 PULL_TIMEOUT_S = 300
 

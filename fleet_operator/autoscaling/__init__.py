@@ -8,8 +8,7 @@ behavior.py  stabilization windows, rate policies, the min/max clamp
 zero.py      to and from 0 on the gateway's waiting requests: at_zero(), guard_zero()
 decide.py    decide(): every stage in order, our two guards and zero's, the message and the conditions
 scale_in.py  on a scale-down: each pod's deletion cost (idlest lowest) and the pods expected to go
-scraper.py   I/O: GET /metrics from each pod -> a sample or why not
-demand.py    I/O: GET /metrics from the gateway's pods -> the requests waiting there, or unknown
-tick.py      I/O: one tick of one fleet: read, scrape, decide, then scale, status and Event
-Everything above scraper.py is pure (no I/O, no clock: `now` is an argument).
+All of it is pure (no I/O, no clock: `now` is an argument) and imports nothing of fleet_operator
+but crd, fields and clock. Its I/O sits beside reconcile.py: fleet_operator/tick.py (one tick of
+one fleet), scraper.py (the pods' /metrics) and demand.py (the gateway's waiting requests).
 """

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from fleet_operator import crd
 from fleet_operator.fields import Fields, SpecError, is_http_url
+from scoringfleet_contract.facts import PROMETHEUS_ADDRESS_ENV
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
@@ -141,7 +142,7 @@ def _parse_keda(keda: Fields, default_address: str | None) -> KedaSpec:
     address = keda.string("prometheusAddress") or default_address
     if not address:
         raise SpecError(f"keda mode needs a Prometheus address for its trigger: set "
-                        f"{keda.path}.prometheusAddress, or the operator's SCORING_FLEET_PROMETHEUS_ADDRESS "
+                        f"{keda.path}.prometheusAddress, or the operator's {PROMETHEUS_ADDRESS_ENV} "
                         f"(the chart's keda.prometheusAddress)")
     if not is_http_url(address):
         raise SpecError(f"{keda.path}.prometheusAddress must be an http(s) URL, got {address!r}")

@@ -1,7 +1,8 @@
 """Pure: FleetSpec -> the fleet's Deployment (pod template, probes, drain) and server flags.
 
-The whole desired object, no ownerReferences (the reconciler adopts it); the security contexts are
-security.py's, shared with the gateway's pods. Empty optional fields are left out rather than sent
+The whole desired object, no ownerReferences (the reconciler adopts it); what every pod of ours has
+(security contexts, preStop, probes, scrape annotations, the key's env, the grace sum) is pods.py's,
+shared with the gateway's pods. Empty optional fields are left out rather than sent
 as {} or [], because the API server drops them and a comparison would then see drift forever.
 """
 from __future__ import annotations
@@ -9,25 +10,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fleet_operator.builders.security import container_security_context, pod_security_context
+from fleet_operator.builders.pods import (
+    api_key_env,
+    container_security_context,
+    grace_s,
+    http_probe,
+    pod_security_context,
+    prestop_sleep,
+    scrape_annotations,
+)
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import HEALTH_GENERATE_PATH, HEALTH_PATH, SERVER_SHUTDOWN_S
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER_NAME = "server"
 CACHE_DIR = "/cache"  # the image's HOME, a per-pod emptyDir: the root filesystem is read-only
 HF_HOME = f"{CACHE_DIR}/huggingface"  # the hub client's cache; spec.model.cache is mounted here
 MODEL_CACHE_VOLUME = "model-cache"
-# The server and the gateway read the API key from this variable (the flag --api-key still works);
-# a key in args would be readable by anyone who can read the pod spec.
-API_KEY_ENV = "SCORINGFLEET_API_KEY"
+# spec.server.rerankTemplate.configMapKeyRef: the ConfigMap's key, mounted read-only as this file.
+RERANK_TEMPLATE_VOLUME = "rerank-template"
+RERANK_TEMPLATE_DIR = "/etc/scoringfleet/rerank"
+RERANK_TEMPLATE_FILE = "template.json"
 STARTUP_PERIOD_S = 10
-PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
-# After its drain the server gives uvicorn at most this long to write the last responses
-# (server/connections.py SHUTDOWN_GRACE_S), then exits.
-SERVER_SHUTDOWN_S = 5
-# On top of that: the interpreter's exit, and a kubelet that sends SIGTERM a little late.
-EXIT_MARGIN_S = 5
 
 
 def server_args(fleet: FleetSpec) -> list[str]:
@@ -49,7 +54,18 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--max-queued-requests", str(srv.max_queued_requests),
         "--request-timeout", str(srv.request_timeout_s),
         "--drain-timeout", str(drain_timeout_s(fleet)),
+        *_rerank_template_args(fleet),
     ]
+
+
+def _rerank_template_args(fleet: FleetSpec) -> list[str]:
+    """A built-in's name, or the mounted ConfigMap key's file; none: the server picks by model."""
+    template = fleet.server.rerank_template
+    if template is None:
+        return []
+    if isinstance(template, str):
+        return ["--rerank-template", template]
+    return ["--rerank-template", f"{RERANK_TEMPLATE_DIR}/{RERANK_TEMPLATE_FILE}"]
 
 
 def drain_timeout_s(fleet: FleetSpec) -> int:
@@ -60,15 +76,8 @@ def drain_timeout_s(fleet: FleetSpec) -> int:
 
 def termination_grace_s(fleet: FleetSpec) -> int:
     """Seconds from the pod's deletion to SIGKILL: the preStop sleep, the whole drain, the server's
-    last responses and a margin, so the kubelet never kills a drain that is keeping its word."""
-    return PRESTOP_SLEEP_S + drain_timeout_s(fleet) + SERVER_SHUTDOWN_S + EXIT_MARGIN_S
-
-
-def prestop_sleep() -> dict[str, Any]:
-    """The container lifecycle that sleeps PRESTOP_SLEEP_S before SIGTERM (the image's python: no
-    shell needed), so Services and the gateway's watch drop the pod while it still admits work."""
-    return {"preStop": {"exec": {"command": [
-        "python", "-c", f"import time; time.sleep({PRESTOP_SLEEP_S})"]}}}
+    last responses and a margin (pods.grace_s), so the kubelet never kills a drain keeping its word."""
+    return grace_s(drain_timeout_s(fleet) + SERVER_SHUTDOWN_S)
 
 
 def build_deployment(fleet: FleetSpec) -> dict[str, Any]:
@@ -86,16 +95,11 @@ def build_deployment(fleet: FleetSpec) -> dict[str, Any]:
                          "rollingUpdate": {"maxSurge": fleet.rollout.max_surge,
                                            "maxUnavailable": fleet.rollout.max_unavailable}},
             "template": {
-                "metadata": {"labels": labels, "annotations": _scrape_annotations(fleet)},
+                "metadata": {"labels": labels, "annotations": scrape_annotations(fleet.server.port)},
                 "spec": _pod_spec(fleet),
             },
         },
     }
-
-
-def _scrape_annotations(fleet: FleetSpec) -> dict[str, str]:
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(fleet.server.port),
-            "prometheus.io/path": "/metrics"}
 
 
 def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
@@ -104,7 +108,7 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
         "securityContext": pod_security_context(),
         "containers": [_container(fleet)],
         "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "cache", "emptyDir": {}},
-                    *_model_cache_volume(fleet)],
+                    *_model_cache_volume(fleet), *_rerank_template_volume(fleet)],
     }
     if fleet.node_selector:
         pod["nodeSelector"] = dict(fleet.node_selector)
@@ -125,7 +129,6 @@ def _tolerations(fleet: FleetSpec) -> list[dict[str, Any]]:
 
 
 def _container(fleet: FleetSpec) -> dict[str, Any]:
-    http = {"port": "http"}
     return {
         "name": CONTAINER_NAME,
         "image": fleet.image,
@@ -135,21 +138,19 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": fleet.server.port, "protocol": "TCP"}],
         "env": _env(fleet),
         "resources": _resources(fleet),
-        # Loading is not liveness: a download and a load can take minutes, during which the server
-        # does not listen. The startup probe holds liveness off for spec.server.startupTimeoutSeconds;
-        # after that, a hung process is restarted within ~30 s.
-        "startupProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": STARTUP_PERIOD_S,
-                         "timeoutSeconds": 5, "failureThreshold": startup_failure_threshold(fleet)},
-        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
-                          "timeoutSeconds": 5, "failureThreshold": 3},
+        # Loading is not liveness: a download and a load can take minutes. The server listens from
+        # its first second (/health 200, its load reported as loading), but the startup probe waits
+        # for the model (/health_generate) for spec.server.startupTimeoutSeconds, so a load that
+        # hangs restarts the container; after that, a hung process is restarted within ~30 s.
+        "startupProbe": http_probe(HEALTH_GENERATE_PATH, STARTUP_PERIOD_S, startup_failure_threshold(fleet)),
+        "livenessProbe": http_probe(HEALTH_PATH, 10),
         # Readiness: model loaded and loop alive; 503 while draining, so endpoints drop the pod.
-        "readinessProbe": {"httpGet": {"path": "/health_generate", **http}, "periodSeconds": 5,
-                           "timeoutSeconds": 5, "failureThreshold": 3},
-        # NOTE: exec python, not `sleep`: the image need not ship coreutils.
+        "readinessProbe": http_probe(HEALTH_GENERATE_PATH, 5),
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet)],
+                         {"name": "cache", "mountPath": CACHE_DIR}, *_model_cache_mount(fleet),
+                         *_rerank_template_mount(fleet)],
     }
 
 
@@ -183,10 +184,17 @@ def _model_cache_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
     return [mount]
 
 
-def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:
-    """SCORINGFLEET_API_KEY from spec.auth.apiKeySecretRef, for the server's and the gateway's pods."""
-    ref = fleet.auth.api_key
-    return [] if ref is None else [ref.env(API_KEY_ENV)]
+def _rerank_template_volume(fleet: FleetSpec) -> list[dict[str, Any]]:
+    template = fleet.server.rerank_template
+    if template is None or isinstance(template, str):
+        return []
+    return [template.volume(RERANK_TEMPLATE_VOLUME, RERANK_TEMPLATE_FILE)]
+
+
+def _rerank_template_mount(fleet: FleetSpec) -> list[dict[str, Any]]:
+    if not _rerank_template_volume(fleet):
+        return []
+    return [{"name": RERANK_TEMPLATE_VOLUME, "mountPath": RERANK_TEMPLATE_DIR, "readOnly": True}]
 
 
 def _env(fleet: FleetSpec) -> list[dict[str, Any]]:

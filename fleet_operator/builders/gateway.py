@@ -3,25 +3,33 @@
 The gateway's pods carry the gateway's labels (names.gateway_labels), never the fleet label, so
 nothing that selects scoring pods (the fleet's Deployment, Service, PDB, the Prometheus monitors
 and recording rules) takes them in. The control image (no torch) unless the fleet or the operator
-says otherwise; the same restricted security context as the server's.
+says otherwise; what the server's pods have too (security contexts, preStop, probes, scrape
+annotations, the key's env, the grace sum) is pods.py's.
 The ServiceAccount they run as, and its rights, are gateway_rbac.py's.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.builders.deployment import EXIT_MARGIN_S, PRESTOP_SLEEP_S, api_key_env, prestop_sleep
-from fleet_operator.builders.security import container_security_context, pod_security_context
+from fleet_operator.builders.pods import (
+    api_key_env,
+    container_security_context,
+    grace_s,
+    http_probe,
+    pod_security_context,
+    prestop_sleep,
+    scrape_annotations,
+)
 from fleet_operator.builders.service import http_service
 from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
 from fleet_operator.spec import FleetSpec
+from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
 
 CONTAINER_NAME = "gateway"
-# On SIGTERM the gateway stops listening and lets requests in flight finish for at most this long
-# (gateway/connections.py SHUTDOWN_TIMEOUT_S; tests/test_shared_constants.py ties the two).
-GATEWAY_SHUTDOWN_S = 60
-# Kubernetes' default 30 s would cut that short: the preStop sleep, the shutdown, a margin.
-GATEWAY_GRACE_S = PRESTOP_SLEEP_S + GATEWAY_SHUTDOWN_S + EXIT_MARGIN_S
+# On SIGTERM the gateway stops listening and lets requests in flight finish for at most
+# GATEWAY_SHUTDOWN_S. Kubernetes' default 30 s would cut that short: the preStop sleep, the
+# shutdown, a margin.
+GATEWAY_GRACE_S = grace_s(GATEWAY_SHUTDOWN_S)
 
 
 def gateway_args(fleet: FleetSpec) -> list[str]:
@@ -45,8 +53,6 @@ def gateway_address(fleet: FleetSpec) -> str:
 
 def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
     labels = gateway_labels(fleet.name)
-    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(fleet.gateway.port),
-                   "prometheus.io/path": "/metrics"}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -57,7 +63,8 @@ def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
             "selector": {"matchLabels": gateway_selector_labels(fleet.name)},
             "strategy": {"type": "RollingUpdate",
                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels, "annotations": annotations},
+            "template": {"metadata": {"labels": labels,
+                                      "annotations": scrape_annotations(fleet.gateway.port)},
                          "spec": _pod_spec(fleet)},
         },
     }
@@ -74,7 +81,6 @@ def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:
 
 
 def _container(fleet: FleetSpec) -> dict[str, Any]:
-    http = {"port": "http"}
     gw = fleet.gateway
     return {
         "name": CONTAINER_NAME,
@@ -87,12 +93,10 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *api_key_env(fleet)],
         "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},
                       "limits": {"cpu": gw.cpu, "memory": gw.memory}},
-        "livenessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 10,
-                          "timeoutSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": http_probe(HEALTH_PATH, 10),
         # NOTE: readiness on /health, not /ready: /ready fails while the fleet has no ready pod,
         # and a fleet at zero must still reach its gateway for requests to wait and wake it.
-        "readinessProbe": {"httpGet": {"path": "/health", **http}, "periodSeconds": 5,
-                           "timeoutSeconds": 5, "failureThreshold": 3},
+        "readinessProbe": http_probe(HEALTH_PATH, 5),
         "lifecycle": prestop_sleep(),
         "securityContext": container_security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],

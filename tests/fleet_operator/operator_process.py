@@ -65,9 +65,9 @@ def running_operator(kube_api: Any, log_path: Path, *args: str,
                      env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
     """`python -m fleet_operator --standalone <args>` against the emulator; stopped on exit.
 
-    env: the operator's settings (SCORING_FLEET_*) beyond the short resync.
+    env: the operator's settings (SCORINGFLEET_*) beyond the short resync.
     """
-    env = dict(kube_api.env, SCORING_FLEET_RESYNC_INTERVAL_S=str(RESYNC_S), **(env or {}))
+    env = dict(kube_api.env, SCORINGFLEET_RESYNC_INTERVAL_S=str(RESYNC_S), **(env or {}))
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "fleet_operator", "--standalone", *args],
                                 env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -89,6 +89,8 @@ def test_probes_hit_health_and_readiness_endpoints_on_the_named_port():
     assert c["readinessProbe"]["httpGet"] == {"path": "/health_generate", "port": "http"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     startup = c["startupProbe"]
+    # The server listens (/health 200) while it loads: the startup probe waits for the model.
+    assert startup["httpGet"] == {"path": "/health_generate", "port": "http"}
     # Model loading may take minutes: the startup probe allows 10 of them.
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
 

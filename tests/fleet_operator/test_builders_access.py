@@ -10,6 +10,7 @@ from fleet_operator.builders import build_children, network_policies, unwanted_c
 from fleet_operator.builders.deployment import build_deployment
 from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.builders.network_policy import build_gateway_network_policy, build_network_policy
+from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import SpecError, parse_fleet
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 
@@ -22,7 +23,7 @@ PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name
 def fleet(operator_namespace="scoring-system", model=None, **spec):
     return parse_fleet("qwen", "team-a", {"model": {"source": "Qwen/Qwen3-0.6B", **(model or {})},
                                           "image": IMAGE, **spec},
-                       operator_namespace=operator_namespace)
+                       OperatorConfig(namespace=operator_namespace))
 
 
 def container(deployment):

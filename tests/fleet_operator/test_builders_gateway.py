@@ -18,6 +18,7 @@ from fleet_operator.builders.gateway_rbac import (
     build_gateway_role_binding,
     build_gateway_service_account,
 )
+from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import SpecError, parse_fleet
 from gateway.config import POLICIES  # the operator never imports the gateway; a test may
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
@@ -136,7 +137,7 @@ def test_the_gateway_image_is_the_fleets_choice_then_the_operators_then_the_flee
     # wake from zero pulls a few hundred MB, not the server's GBs
     spec = {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": IMAGE,
             "gateway": {"enabled": True, **({"image": gateway_image} if gateway_image else {})}}
-    f = parse_fleet("qwen", "team-a", spec, default_gateway_image=operator_image)
+    f = parse_fleet("qwen", "team-a", spec, OperatorConfig(gateway_image=operator_image))
     [c] = pod_template(f)["spec"]["containers"]
     assert c["image"] == expected
     [server] = build_deployment(f)["spec"]["template"]["spec"]["containers"]

@@ -6,10 +6,10 @@ import pytest
 
 from fleet_operator import kube
 from fleet_operator.__main__ import make_registry, make_settings
-from fleet_operator.autoscaling.tick import TICK_S
 from fleet_operator.context import OperatorConfig
 from fleet_operator.handlers import _api_errors, backoff_s
 from fleet_operator.reconcile import owner_fleet
+from fleet_operator.tick import TICK_S
 
 
 def test_each_registry_is_fresh_and_independent():
@@ -71,22 +71,22 @@ def test_owner_fleet(refs, owner):
     assert owner_fleet({"metadata": {"ownerReferences": refs}}) == owner
 
 
-@pytest.mark.parametrize("environ,image", [({}, None), ({"SCORING_FLEET_DEFAULT_IMAGE": ""}, None),
-                                           ({"SCORING_FLEET_DEFAULT_IMAGE": "op:1"}, "op:1")],
+@pytest.mark.parametrize("environ,image", [({}, None), ({"SCORINGFLEET_DEFAULT_IMAGE": ""}, None),
+                                           ({"SCORINGFLEET_DEFAULT_IMAGE": "op:1"}, "op:1")],
                          ids=["unset", "empty", "set"])
 def test_operator_config_from_env(environ, image):
     assert OperatorConfig.from_env(environ).default_image == image
 
 
-@pytest.mark.parametrize("environ,image", [({}, None), ({"SCORING_FLEET_GATEWAY_IMAGE": ""}, None),
-                                           ({"SCORING_FLEET_GATEWAY_IMAGE": "control:1"}, "control:1")],
+@pytest.mark.parametrize("environ,image", [({}, None), ({"SCORINGFLEET_GATEWAY_IMAGE": ""}, None),
+                                           ({"SCORINGFLEET_GATEWAY_IMAGE": "control:1"}, "control:1")],
                          ids=["unset", "empty", "set"])
 def test_gateway_image_from_env(environ, image):
     assert OperatorConfig.from_env(environ).gateway_image == image
 
 
 @pytest.mark.parametrize("environ,interval", [
-    ({}, 30.0), ({"SCORING_FLEET_RESYNC_INTERVAL_S": "0.5"}, 0.5)], ids=["default", "set"])
+    ({}, 30.0), ({"SCORINGFLEET_RESYNC_INTERVAL_S": "0.5"}, 0.5)], ids=["default", "set"])
 def test_resync_interval_from_env(environ, interval):
     assert OperatorConfig.from_env(environ).resync_interval_s == interval
 
@@ -97,8 +97,8 @@ def test_resync_interval_must_be_positive():
 
 
 @pytest.mark.parametrize("environ,address", [
-    ({}, None), ({"SCORING_FLEET_PROMETHEUS_ADDRESS": ""}, None),
-    ({"SCORING_FLEET_PROMETHEUS_ADDRESS": "http://prometheus.monitoring:9090"}, "http://prometheus.monitoring:9090"),
+    ({}, None), ({"SCORINGFLEET_PROMETHEUS_ADDRESS": ""}, None),
+    ({"SCORINGFLEET_PROMETHEUS_ADDRESS": "http://prometheus.monitoring:9090"}, "http://prometheus.monitoring:9090"),
 ], ids=["unset", "empty", "set"])
 def test_prometheus_address_from_env(environ, address):
     assert OperatorConfig.from_env(environ).prometheus_address == address
@@ -112,8 +112,8 @@ def test_operator_namespace_from_the_downward_api_env(environ, namespace):
 
 
 def test_prometheus_address_must_be_an_http_url():
-    with pytest.raises(ValueError, match="SCORING_FLEET_PROMETHEUS_ADDRESS must be an http"):
-        OperatorConfig.from_env({"SCORING_FLEET_PROMETHEUS_ADDRESS": "prometheus:9090"})
+    with pytest.raises(ValueError, match="SCORINGFLEET_PROMETHEUS_ADDRESS must be an http"):
+        OperatorConfig.from_env({"SCORINGFLEET_PROMETHEUS_ADDRESS": "prometheus:9090"})
 
 
 @pytest.mark.parametrize("args,path", [

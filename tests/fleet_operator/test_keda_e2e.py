@@ -35,7 +35,7 @@ def keda_cluster(kube_api: Any, tmp_path: Path) -> Iterator[Cluster]:
     kube_api.apply_file(CRD_PATH)
     kube_api.apply_file(KEDA_CRD)
     with running_operator(kube_api, tmp_path / "operator.log", "-A",
-                          env={"SCORING_FLEET_PROMETHEUS_ADDRESS": PROMETHEUS}) as proc:
+                          env={"SCORINGFLEET_PROMETHEUS_ADDRESS": PROMETHEUS}) as proc:
         yield Cluster(kube_api)
     assert proc.returncode in (0, -15), f"the operator exited with {proc.returncode}"
 

@@ -97,6 +97,29 @@ def test_pure_modules_reach_no_io_library(module):
     assert {m for m in outside - set(PURE) if imports(m)} == set()
 
 
+def sibling(name: str) -> str:
+    """The entry of fleet_operator/ that `name` is, or lies in: a module, or a package as a whole."""
+    return name.removeprefix("fleet_operator.").split(".")[0]
+
+
+def test_no_arrow_points_back_up_between_fleet_operators_entries():
+    """Drawn at fleet_operator/'s level (a package as one box), the imports form no circle: so the
+    layers can be stacked with every arrow pointing down. (autoscaling/ holding the tick made one:
+    spec -> autoscaling -> spec.)"""
+    modules = [".".join(p.relative_to(ROOT / "fleet_operator").with_suffix("").parts).removesuffix(".__init__")
+               for p in (ROOT / "fleet_operator").rglob("*.py")]
+    arrows: dict[str, set[str]] = {}
+    for module in modules:
+        targets = {sibling(n) for n in imports(module) if is_module(n)} - {sibling(module)}
+        arrows.setdefault(sibling(module), set()).update(targets)
+    placed: list[str] = []  # bottom first: an entry is placed once everything it imports is
+    while len(placed) < len(arrows):
+        ready = sorted(e for e, targets in arrows.items() if e not in placed and targets <= set(placed))
+        assert ready, f"a circle among {sorted(set(arrows) - set(placed))}"
+        placed += ready
+    assert arrows["autoscaling"] <= {"crd", "fields", "clock"}  # the pure decision reads no I/O module
+
+
 def test_nothing_imports_the_handlers_but_the_entry_point():
     handlers = contract("handlers are the top layer: only __main__ imports them")
     assert handlers["protected_modules"] == ["fleet_operator.handlers"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fleet_operator.builders import build_children
+from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.test_builders import IMAGE
 
@@ -111,7 +112,7 @@ OFFICE = Pod("ingress", {"app": "ingress-nginx"}, ip="10.20.3.4")
 def children(**spec):
     return build_children(parse_fleet("qwen", "team-a", {"model": {"source": "m"}, "image": IMAGE,
                                                         "gateway": {"enabled": True}, **spec},
-                                      operator_namespace="scoring-system"))
+                                      OperatorConfig(namespace="scoring-system")))
 
 
 @pytest.mark.parametrize("source,admitted", [

@@ -109,7 +109,7 @@ def test_enabling_the_gateway_adds_its_children_and_disabling_removes_them(kube_
 
 
 def test_the_gateway_runs_the_operators_gateway_image_and_the_fleet_the_server_image(kube_api, api):
-    # the chart sets SCORING_FLEET_GATEWAY_IMAGE to the control image (no torch)
+    # the chart sets SCORINGFLEET_GATEWAY_IMAGE to the control image (no torch)
     kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"gateway": {"enabled": true}}}')
     ctx = OperatorContext(api, config=OperatorConfig(gateway_image="control:1"), clock=lambda: T0)
     reconcile_fleet(ctx, "default", NAME)

@@ -15,6 +15,7 @@ import yaml
 from fleet_operator.builders import build_children, build_hpa, scaled_object as keda, wants_scaled_object
 from fleet_operator.builders.hpa import hpa_behavior
 from fleet_operator.builders.scaled_object import ScaledObjectParams, build_scaled_object, scaled_object_params
+from fleet_operator.context import OperatorConfig
 from fleet_operator.names import fleet_labels
 from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.crd_schema import to_json_schema
@@ -161,7 +162,7 @@ def test_builder_module_imports_no_client_library_only_pure_operator_modules():
 def keda_fleet(**autoscaling):
     spec = {"model": {"source": "Qwen/Qwen3-0.6B"}, "image": "registry.example/scorer:1",
             "autoscaling": {"enabled": True, "mode": "keda", **autoscaling}}
-    return parse_fleet("qwen-scorer", "team-a", spec, default_prometheus_address=PROMETHEUS)
+    return parse_fleet("qwen-scorer", "team-a", spec, OperatorConfig(prometheus_address=PROMETHEUS))
 
 
 def test_a_keda_fleet_renders_a_valid_scaled_object_on_its_own_scale_subresource(crd_validator):
@@ -204,7 +205,7 @@ def test_hpa_and_keda_render_behavior_from_one_function():
 ], ids=["keda", "hpa", "native", "keda-disabled"])
 def test_build_children_has_one_owner_of_replicas_per_mode(autoscaling, kinds):
     spec = {"model": {"source": "m"}, "image": "i", "autoscaling": autoscaling}
-    fleet = parse_fleet("qwen-scorer", "team-a", spec, default_prometheus_address=PROMETHEUS)
+    fleet = parse_fleet("qwen-scorer", "team-a", spec, OperatorConfig(prometheus_address=PROMETHEUS))
     # (the NetworkPolicy, on by default, has nothing to do with who owns replicas)
     assert [c["kind"] for c in build_children(fleet) if c["kind"] != "NetworkPolicy"] == kinds
     assert wants_scaled_object(fleet) is (kinds[-1] == "ScaledObject")

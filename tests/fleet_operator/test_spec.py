@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_operator.autoscaling.spec import AutoscalingSpec
+from fleet_operator.context import OperatorConfig
 from fleet_operator.fields import is_http_url
 from fleet_operator.spec import (
     GatewaySpec,
@@ -19,7 +20,7 @@ IMAGE = "registry.example/scoring-fleet:1"
 
 
 def parse(spec, name="qwen", default_image=None):
-    return parse_fleet(name, "team-a", spec, default_image)
+    return parse_fleet(name, "team-a", spec, OperatorConfig(default_image=default_image))
 
 
 def test_minimal_spec_takes_every_default():

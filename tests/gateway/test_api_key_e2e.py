@@ -11,7 +11,7 @@ import os
 import httpx
 import pytest
 
-from gateway.config import API_KEY_ENV
+from scoringfleet_contract.facts import API_KEY_ENV
 from tests.gateway.support import gateway_process, sample, score_body, start_worker, wait_http, wait_until
 from tests.processes import stop
 

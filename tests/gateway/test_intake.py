@@ -87,7 +87,9 @@ def test_parse_body_refuses_what_is_not_json_with_400(body, says):
     ({"items": "one"}, 1),
     ([1, 2], 1),
     ({}, 1),
-], ids=["three", "none", "string", "not-an-object", "no-items"])
+    ({"query": "q", "documents": ["a", {"text": "b"}]}, 2),
+    ({"query": "q", "documents": "a"}, 1),
+], ids=["three", "none", "string", "not-an-object", "no-items", "rerank-documents", "rerank-string"])
 def test_count_sequences(payload, count):
     assert count_sequences(payload) == count
 

@@ -30,7 +30,7 @@ def test_a_401_to_the_gateways_key_marks_the_worker_and_moves_on(caplog):
         async def main():
             config = GatewayConfig(worker_urls=(other, good), policy="round_robin", api_key=KEY)
             registry = WorkerRegistry(stale_after_s=600, key_required=True,
-                                      on_change=TransitionLog(key_required=True).observe)
+                                      on_change=TransitionLog(600, key_required=True).observe)
             registry.set_urls([other, good])
             for url in (other, good):  # as if a probe had said yes (the key changed since)
                 registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())

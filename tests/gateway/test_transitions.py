@@ -1,32 +1,44 @@
 """The workers' log: a real WorkerRegistry reporting to a TransitionLog; one line per change of
-state, each with its reason; pure worker_state() and describe_error() tabled."""
+state, each with its reason; pure worker_state(), state_reason() and describe_error() tabled."""
 import asyncio
 import logging
 
 import pytest
 
-from gateway.transitions import TransitionLog, describe_error, worker_state
-from gateway.workers import Worker, WorkerRegistry
+from gateway.transitions import TransitionLog, describe_error, state_reason
+from gateway.workers import Worker, WorkerRegistry, WorkerState, worker_state
 
 A = "http://10.0.0.1:30000"
 
 
-@pytest.mark.parametrize(("worker", "gone", "expected"), [
-    (None, True, ("gone", "left the rotation")),
-    (None, False, ("unknown", "")),
-    (Worker(A), False, ("joined", "waiting for its first /get_load answer")),
-    (Worker(A, answered_at=1.0), False, ("ready", "/get_load answered")),
-    (Worker(A, answered_at=1.0, failed=True, failure="/get_load failed: TimeoutError"), False,
+def NOW() -> float:
+    """The logs' clock below: every answer they see (1.0 to 2.1 s) is within their 10 s."""
+    return 2.1
+
+
+UNAUTHORIZED = ("unauthorized", "rejects the gateway's API key (401): not ready until it accepts it; the "
+                "gateway and the servers must share one key (env SCORINGFLEET_API_KEY)")
+
+
+@pytest.mark.parametrize(("worker", "expected"), [
+    (None, ("gone", "left the rotation")),
+    (Worker(A), ("joined", "waiting for its first /get_load answer")),
+    (Worker(A, answered_at=1.0), ("ready", "/get_load answered")),
+    (Worker(A, answered_at=1.0, failed=True, failure="/get_load failed: TimeoutError"),
      ("stale", "/get_load failed: TimeoutError")),
-    (Worker(A, failed=True), False, ("stale", "failed")),  # never an empty reason
-    (Worker(A, answered_at=1.0, draining=True), False,
+    (Worker(A, failed=True), ("stale", "failed")),  # never an empty reason
+    (Worker(A, answered_at=0.0), ("stale", "no /get_load answer lately")),  # older than stale_after_s
+    (Worker(A, answered_at=1.0, draining=True),
      ("draining", "answered 503 and closed the connection: shutting down")),
-    (Worker(A, answered_at=1.0, key_accepted=False), False,
-     ("unauthorized", "rejects the gateway's API key (401): not ready until it accepts it; the "
-                      "gateway and the servers must share one key (env SCORINGFLEET_API_KEY)")),
-], ids=["gone", "unknown", "joined", "ready", "stale", "stale-no-reason", "draining", "unauthorized"])
-def test_worker_state(worker, gone, expected):
-    assert worker_state(worker, gone) == expected
+    (Worker(A, answered_at=1.0, key_accepted=False), UNAUTHORIZED),
+    # one state for the log, the gauge and /ready: a refused key wins over a failure
+    (Worker(A, answered_at=1.0, failed=True, key_accepted=False), UNAUTHORIZED),
+    (Worker(A, answered_at=1.0, loading=True), ("loading", "its model is loading (no work until it is loaded)")),
+], ids=["gone", "joined", "ready", "stale", "stale-no-reason", "stale-by-time", "draining", "unauthorized",
+        "unauthorized-and-failed", "loading"])
+def test_worker_state(worker, expected):
+    state = worker_state(worker, now=1.2, stale_after_s=0.5)
+    assert (state.value, state_reason(state, worker)) == expected
 
 
 @pytest.mark.parametrize(("worker", "expected"), [
@@ -35,7 +47,9 @@ def test_worker_state(worker, gone, expected):
 ], ids=["key-unknown", "key-accepted"])
 def test_with_a_key_a_worker_is_ready_only_once_it_accepts_it(worker, expected):
     # as for the picker and /ready: an answered poll alone does not make it usable
-    assert worker_state(worker, False, key_required=True) == expected
+    state = worker_state(worker, now=1.2, stale_after_s=0.5, key_required=True)
+    assert (state.value, state_reason(state, worker)) == expected
+    assert worker.is_fresh(1.2, 0.5, key_required=True) is (state is WorkerState.READY)
 
 
 @pytest.mark.parametrize(("error", "expected"), [
@@ -50,7 +64,7 @@ def test_describe_error_is_never_empty(error, expected):
 
 def test_a_worker_life_logs_one_line_per_change(caplog):
     logger = logging.getLogger("test.transitions")
-    registry = WorkerRegistry(stale_after_s=1.0, on_change=TransitionLog(logger).observe)
+    registry = WorkerRegistry(stale_after_s=1.0, on_change=TransitionLog(10.0, logger=logger, clock=NOW).observe)
     with caplog.at_level(logging.INFO, logger="test.transitions"):
         registry.set_urls([A])
         for now in (1.0, 1.05, 1.1):  # three answers: one transition
@@ -78,7 +92,7 @@ def test_a_worker_life_logs_one_line_per_change(caplog):
 
 def test_a_worker_that_comes_back_joins_again(caplog):
     logger = logging.getLogger("test.transitions")
-    registry = WorkerRegistry(stale_after_s=1.0, on_change=TransitionLog(logger).observe)
+    registry = WorkerRegistry(stale_after_s=1.0, on_change=TransitionLog(10.0, logger=logger, clock=NOW).observe)
     with caplog.at_level(logging.INFO, logger="test.transitions"):
         registry.set_urls([A])
         registry.set_urls([])
@@ -91,7 +105,7 @@ def test_a_key_verdict_is_a_transition(caplog):
     # the poll answers all along (/get_load is open): only the key probe's verdict moves the state
     logger = logging.getLogger("test.transitions")
     registry = WorkerRegistry(stale_after_s=1.0, key_required=True,
-                              on_change=TransitionLog(logger, key_required=True).observe)
+                              on_change=TransitionLog(10.0, True, logger, NOW).observe)
     with caplog.at_level(logging.INFO, logger="test.transitions"):
         registry.set_urls([A])
         registry.record_answer(A, 0, 0, 1.0)  # not yet usable: still joined, no line

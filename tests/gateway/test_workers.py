@@ -17,7 +17,8 @@ def registry(*urls: str, stale_after_s: float = 0.5) -> WorkerRegistry:
     (Worker(A, answered_at=10.0), 10.4, True),
     (Worker(A, answered_at=10.0), 10.6, False),                # older than stale_after_s
     (Worker(A, answered_at=10.0, failed=True), 10.1, False),   # last poll or connection failed
-], ids=["never-answered", "recent", "stale", "failed"])
+    (Worker(A, answered_at=10.0, loading=True), 10.1, False),  # answers, but its model loads
+], ids=["never-answered", "recent", "stale", "failed", "loading"])
 def test_is_fresh(worker, now, fresh):
     assert worker.is_fresh(now, stale_after_s=0.5) is fresh
 
@@ -48,9 +49,11 @@ def test_set_urls_keeps_state_of_kept_workers_and_counts_gone():
     reg.record_answer(A, 7, reg.poll_started(A), now=1.0)
     assert reg.set_urls([A, C]) == ([C], [B])
     assert reg.get(A).num_reqs == 7 and reg.get(B) is None
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 1, "unauthorized": 0, "gone": 1}
+    assert reg.counts_by_state(1.1) == {"joined": 1, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "loading": 0, "gone": 1}
     reg.set_urls([A, B, C])               # B came back: no longer gone
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 2, "unauthorized": 0, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 2, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "loading": 0, "gone": 0}
 
 
 def test_reports_about_unknown_workers_are_ignored():
@@ -80,6 +83,33 @@ def test_a_worker_refusing_the_key_counts_as_unauthorized_until_it_accepts_it():
     assert reg.record_key(A, True) and reg.record_key(B, False)
     assert not reg.record_key(B, False)  # no change: on_change (the transition log) is not told
     assert [w.url for w in reg.fresh(1.1)] == [A]
-    assert reg.counts_by_state(1.1) == {"ready": 1, "stale": 0, "unauthorized": 1, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 0, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 1,
+                                      "loading": 0, "gone": 0}
     assert reg.record_key(B, True)
-    assert reg.counts_by_state(1.1) == {"ready": 2, "stale": 0, "unauthorized": 0, "gone": 0}
+    assert reg.counts_by_state(1.1) == {"joined": 0, "ready": 2, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "loading": 0, "gone": 0}
+
+
+def test_a_loading_worker_gets_no_work_until_an_answer_says_it_is_loaded():
+    reg = registry(A, B)
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.0, loading=True)  # a new or restarted server
+    reg.record_answer(B, 5, reg.poll_started(B), now=1.0)
+    assert [w.url for w in reg.fresh(1.1)] == [B]  # B, although busier
+    assert reg.counts_by_state(1.1) == {"joined": 0, "ready": 1, "draining": 0, "stale": 0, "unauthorized": 0,
+                                      "loading": 1, "gone": 0}
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.2)
+    assert sorted(w.url for w in reg.fresh(1.3)) == [A, B]
+
+
+def test_a_worker_that_starts_loading_again_is_a_new_process_whose_key_is_checked_anew():
+    reg = WorkerRegistry(0.5, key_required=True)
+    reg.set_urls([A])
+    reg.record_answer(A, 3, reg.poll_started(A), now=1.0)
+    reg.record_key(A, True)
+    assert [w.url for w in reg.fresh(1.1)] == [A]
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.2, loading=True)  # restarted in place
+    assert reg.get(A).key_accepted is None and reg.fresh(1.3) == []
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.4)  # loaded, key not yet checked
+    assert reg.fresh(1.5) == []
+    reg.record_key(A, True)
+    assert [w.url for w in reg.fresh(1.5)] == [A]

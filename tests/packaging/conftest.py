@@ -8,17 +8,9 @@ from typing import Any
 
 import pytest
 
+from kube_emulator.fixtures import *  # noqa: F401,F403  (kube_api: the project's one emulator)
 from tests.packaging import helm_env
 from tests.packaging.helm_tool import CHART, HelmActionError, HelmTool, manifest_objects
-
-try:
-    from kube_emulator.fixtures import kube_api  # noqa: F401  (the project's one emulator)
-except ImportError as exc:  # pragma: no cover - only while the emulator is missing
-    _reason = f"the Kubernetes API emulator (kube_emulator/fixtures.py) is missing: {exc}"
-
-    @pytest.fixture()
-    def kube_api():
-        pytest.skip(_reason)
 
 RELEASE = "sf"
 RELEASE_NS = "scoring-system"

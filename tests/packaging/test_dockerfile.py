@@ -61,7 +61,7 @@ def _args(name: str) -> list[str]:
         ("USER", r"^65532:65532$"),
         ("EXPOSE", r"^30000$"),
         ("ARG", r"^TORCH_VARIANT=cu\d+$"),       # CUDA by default
-        ("ARG", r"^TORCH_VERSION=2\.13\.0$"),     # the Makefile's pin
+        ("ARG", r"^TORCH_VERSION=\d+\.\d+\.\d+$"),  # the one pin (tools/versions.py)
         ("ARG", r"^BAKE_DEFAULT_MODEL=0$"),       # no model baked in by default
         ("CMD", r'^\["python", "-m", "server"'),  # the server is the default command
     ],
@@ -107,8 +107,8 @@ def test_the_server_is_the_default_target_and_control_a_named_one():
 def test_the_control_image_has_the_operator_and_gateway_but_not_the_servers_stack():
     stages = _stages()
     copies = [rest for word, rest in stages["control"] if word == "COPY"]
-    assert copies == ["--from=control-deps /opt/venv /opt/venv", "fleet_operator/ /app/fleet_operator/",
-                      "gateway/ /app/gateway/"]
+    assert copies == ["--from=control-deps /opt/venv /opt/venv", "scoringfleet_contract/ /app/scoringfleet_contract/",
+                      "fleet_operator/ /app/fleet_operator/", "gateway/ /app/gateway/"]
     control_deps = " ".join(rest for _, rest in stages["control-deps"])
     assert "image_requirements.py --control" in control_deps and "torch" not in control_deps
     cmd = [rest for word, rest in stages["control"] if word == "CMD"]

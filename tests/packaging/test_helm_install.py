@@ -89,7 +89,7 @@ def test_keda_prometheus_address_reaches_the_operators_environment(render, addre
     (deployment,) = by_kind(render({"keda": {"prometheusAddress": address}}), "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {var["name"]: var.get("value") for var in container["env"]}
-    assert env.get("SCORING_FLEET_PROMETHEUS_ADDRESS") == (address or None)
+    assert env.get("SCORINGFLEET_PROMETHEUS_ADDRESS") == (address or None)
 
 
 def test_the_operator_knows_its_namespace_from_the_downward_api(render):
@@ -194,8 +194,8 @@ def test_fleets_get_the_server_image_and_their_gateways_the_control_image(render
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {var["name"]: var.get("value") for var in container["env"]}
     assert container["image"] == "reg.example/sf-control:3"
-    assert env["SCORING_FLEET_DEFAULT_IMAGE"] == "reg.example/sf:2"
-    assert env["SCORING_FLEET_GATEWAY_IMAGE"] == "reg.example/sf-control:3"
+    assert env["SCORINGFLEET_DEFAULT_IMAGE"] == "reg.example/sf:2"
+    assert env["SCORINGFLEET_GATEWAY_IMAGE"] == "reg.example/sf-control:3"
 
 
 def test_network_policy_admits_only_the_liveness_port_to_the_operator(render):

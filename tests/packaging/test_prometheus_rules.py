@@ -5,7 +5,8 @@ Each scenario is a table of pod timelines, one state per 15 s scrape. From it th
 promtool's unit-test file: the scraped series (`up`, both gauges, staleness markers where Prometheus
 writes them) and, for every evaluation step, the exact samples the rules must give: the fleet's
 true total while every pod is counted (answering, or starting: not answered since it appeared, so
-it holds no load), nothing otherwise. So no step may hold a lower total.
+it holds no load; or answering that its model is loading: 0), nothing otherwise. So no step may hold a
+lower total.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ INTERVAL_S = 15
 GUARD_STEPS = 60 // INTERVAL_S  # the rules' `offset 1m`: some pod of the fleet known for a minute
 NAMESPACE, FLEET = "team-a", "scorer"
 
-# One pod's state at one scrape. `ok` answers both gauges; `down` is a failed scrape (frozen, dead or
-# still loading: up 0, its gauges stale); `no_queue` answers without sglang:num_queue_reqs;
-# `unknown` is not a target (not yet discovered, or deleted: every series of it stale).
-OK, DOWN, NO_QUEUE, UNKNOWN = "ok", "down", "no_queue", "unknown"
-KNOWN = (OK, DOWN, NO_QUEUE)
+# One pod's state at one scrape. `ok` answers both gauges; `loading` answers that its model is loading
+# (scoringfleet_model_loading 1, both gauges 0: a new or restarted server); `down` is a failed scrape
+# (frozen, dead, or not yet listening: up 0, its gauges stale); `no_queue` answers without
+# sglang:num_queue_reqs; `unknown` is not a target (not yet discovered, or deleted: every series of
+# it stale).
+OK, LOADING, DOWN, NO_QUEUE, UNKNOWN = "ok", "loading", "down", "no_queue", "unknown"
+KNOWN = (OK, LOADING, DOWN, NO_QUEUE)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Pod:
     queued: int = 0
     fleet: str = FLEET
     job: str = "podmonitor"   # a second Pod with the same name and another job: a second monitor
+    says_loading: bool = True  # exports scoringfleet_model_loading (SGLang's server does not)
 
     def load(self) -> int:
         return self.running + self.queued
@@ -68,12 +72,15 @@ def input_series(pods: list[Pod]) -> list[dict[str, str]]:
         labels = f'namespace="{NAMESPACE}",pod="{pod.name}",fleet="{pod.fleet}",job="{pod.job}"'
         series += [
             {"series": f"up{{{labels}}}",
-             "values": _tokens(pod.states, {OK: 1, NO_QUEUE: 1, DOWN: 0})},
+             "values": _tokens(pod.states, {OK: 1, LOADING: 1, NO_QUEUE: 1, DOWN: 0})},
             {"series": f"sglang:num_running_reqs{{{labels}}}",
-             "values": _tokens(pod.states, {OK: pod.running, NO_QUEUE: pod.running})},
+             "values": _tokens(pod.states, {OK: pod.running, LOADING: 0, NO_QUEUE: pod.running})},
             {"series": f"sglang:num_queue_reqs{{{labels}}}",
-             "values": _tokens(pod.states, {OK: pod.queued})},
+             "values": _tokens(pod.states, {OK: pod.queued, LOADING: 0})},
         ]
+        if pod.says_loading:
+            series.append({"series": f"scoringfleet_model_loading{{{labels}}}",
+                           "values": _tokens(pod.states, {OK: 0, LOADING: 1, NO_QUEUE: 0})})
     return series
 
 
@@ -123,14 +130,17 @@ def fleet_loads(pods: list[Pod], fleet: str, step: int) -> dict[str, int] | None
     loads: dict[str, int] = {}
     for name in names:
         targets = [p for p in pods if p.name == name and p.states[step] in KNOWN]
-        if all(p.states[step] == OK for p in targets):
+        states = {p.states[step] for p in targets}
+        if states == {OK}:
             loads[name] = targets[0].load()
+        elif LOADING in states and DOWN not in states and NO_QUEUE not in states:
+            loads[name] = 0  # it answers that it holds nothing
         elif is_starting(pods, name, step):
             loads[name] = 0
         else:
             return None
-    if all(is_starting(pods, name, step) for name in names):
-        return None  # no pod answers: zero answering pods is not zero load
+    if not any({p.states[step] for p in pods if p.name == name} == {OK} for name in names):
+        return None  # no pod serves: zero serving pods is not zero load
     return loads
 
 
@@ -235,6 +245,27 @@ SCENARIOS: dict[str, tuple[list[Pod], dict[int, int | None]]] = {
          Pod("c", timeline((UNKNOWN, 8), (DOWN, 4), (OK, 12)), 30),
          Pod("c", timeline((UNKNOWN, 8), (DOWN, 4), (OK, 12)), 30, job="servicemonitor")],
         {8: 30, 11: 30, 12: 60}),
+    # SIGKILLed and restarted (the same pod, the same target): absent only until its new process
+    # answers, which it does from its first second; then 0 while it loads its model.
+    "a-pod-restarted": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((OK, 8), (DOWN, 1), (LOADING, 6), (OK, 9)), 30)],
+        {7: 60, 8: None, 9: 30, 14: 30, 15: 60}),  # None for the whole load if loading were down
+    # A new pod that answers at its first scrape, loading: never starting, 0 until loaded.
+    "a-pod-added-loading": (
+        [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
+         Pod("c", timeline((UNKNOWN, 8), (LOADING, 6), (OK, 10)), 30)],
+        {7: 30, 8: 30, 13: 30, 14: 60}),
+    # Every pod restarted at once: all loading, none serving; zero is not known to be the load.
+    "every-pod-loading": (
+        [Pod("a", timeline((OK, 8), (LOADING, 8), (OK, 8)), 10),
+         Pod("b", timeline((OK, 8), (LOADING, 8), (OK, 8)), 20)],
+        {7: 30, 8: None, 15: None, 16: 30}),
+    # SGLang's servers (no loading gauge) beside ours: counted as they answer.
+    "servers-without-the-loading-gauge": (
+        [Pod("a", STEADY, 10, says_loading=False), Pod("b", STEADY, 20),
+         Pod("c", timeline((OK, 8), (DOWN, 2), (OK, 14)), 30, says_loading=False)],
+        {4: 60, 8: None, 9: None, 10: 60}),
     "a-pod-removed": (
         [Pod("a", STEADY, 10), Pod("b", STEADY, 20),
          Pod("c", timeline((OK, 8), (UNKNOWN, 16)), 30)],

@@ -1,4 +1,4 @@
-"""`python -m tests.reliability.paced_fleet --port P --batch-s S --log-dir D HOST...`: one paced
+"""`python -m tests.reliability.paced_fleet --port P --batch-s S [--load-s L] --log-dir D HOST...`: one paced
 scoring server (bench.paced_server: the real app, scheduler and SIGTERM drain) per host, each its
 own process forked from this one after the server's imports, so a fleet pays for one torch import,
 not one per server (seconds of CPU each on a small machine).
@@ -13,11 +13,13 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from bench.paced_server import PacedRunner
 from server.__main__ import serve
 from server.config import parse_args
 from server.engine import Engine
+from server.startup import EngineStartup
 
 
 def run_server(host: str, args: argparse.Namespace) -> int:
@@ -29,7 +31,14 @@ def run_server(host: str, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("uvicorn.access").addFilter(lambda record: False)
     config = parse_args(["--host", host, "--port", str(args.port)]).resolve("cpu", "float32")
-    return serve(config, Engine(config, PacedRunner(batch_s=args.batch_s)))
+    runner = PacedRunner(batch_s=args.batch_s)
+    if args.load_s <= 0:
+        return serve(config, Engine(config, runner))
+
+    def load():  # a "model" that takes load_s to load, as `python -m server` loads one
+        time.sleep(args.load_s)
+        return config, runner
+    return serve(config, EngineStartup(config, load))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("hosts", nargs="+")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--batch-s", type=float, default=0.1)
+    parser.add_argument("--load-s", type=float, default=0.0,
+                        help="seconds each server's model takes to load (listening meanwhile)")
     parser.add_argument("--log-dir", required=True)
     args = parser.parse_args(argv)
     running: dict[int, str] = {}

@@ -7,6 +7,10 @@ One fleet, `scoringfleet:load:sum` and `scoringfleet:pod_load:sum` read every 0.
   2. pod c becomes a target with nothing listening (up 0, as a pod loading its model), then starts
      listening late (its server process imports torch first): 8 throughout, c at 0, never absent;
   3. c takes 7 sequences: 15;
+  3b. c is SIGKILLed and restarted (a container restart: the same pod, the same target), its new
+     process loading its model for LOAD_S: absent while nothing answers there, present again (8, c
+     at 0) within two scrape intervals of the new process's start, not after its load; c then
+     takes its 7 sequences again: 15;
   4. b freezes (SIGSTOP): absent once a scrape of it times out, and stays absent;
   5. b leaves the targets (its file_sd file, as a deleted pod leaves Kubernetes SD) still frozen:
      back at 10 after the removal delay, which the test prints (docs/operator.md quotes it).
@@ -30,7 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet_operator.autoscaling.scraper import parse_gauges
+from fleet_operator.scraper import parse_gauges
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.waiting import wait_for
@@ -43,6 +47,7 @@ NS, FLEET = "default", "scorer"
 BATCH_S = 600  # longer than the test: no batch ends, so every sequence sent stays counted
 HELD = {"a": 3, "b": 5, "c": 7}  # sequences each pod holds once loaded
 POLL_S = 0.25
+LOAD_S = 4  # the restarted c's model load: longer than the two scrape intervals it must take
 
 
 @pytest.fixture()
@@ -60,12 +65,14 @@ def prometheus_binary() -> str:
 # ---- the servers and their load ----
 
 @contextlib.contextmanager
-def paced_servers(hosts: list[str], port: int, folder: Path) -> Iterator[dict[str, int]]:
-    """One paced server per host (tests/reliability/paced_fleet.py): {host: pid}, once all listen.
-    Each is SIGKILLed on exit (a frozen one is resumed first), then the launcher is reaped."""
+def paced_servers(hosts: list[str], port: int, folder: Path,
+                  load_s: float = 0) -> Iterator[dict[str, int]]:
+    """One paced server per host (tests/reliability/paced_fleet.py): {host: pid} as each forks;
+    its model loads for load_s (listening meanwhile). Each is SIGKILLed on exit (a frozen one is
+    resumed first), then the launcher is reaped."""
     launcher = subprocess.Popen(
         [sys.executable, "-m", "tests.reliability.paced_fleet", "--port", str(port),
-         "--batch-s", str(BATCH_S), "--log-dir", str(folder), *hosts],
+         "--batch-s", str(BATCH_S), "--load-s", str(load_s), "--log-dir", str(folder), *hosts],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     pids: dict[str, int] = {}
 
@@ -92,6 +99,19 @@ def listening(host: str, port: int) -> bool:
     with contextlib.suppress(httpx.HTTPError):
         return httpx.get(f"http://{host}:{port}/health", timeout=1).status_code == 200
     return False
+
+
+def ready(host: str, port: int) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"http://{host}:{port}/health_generate", timeout=1).status_code == 200
+    return False
+
+
+def process_start_s(host: str, port: int) -> float:
+    """The server's process_start_time_seconds (epoch seconds), from its own /metrics."""
+    text = httpx.get(f"http://{host}:{port}/metrics", timeout=5).text
+    (line,) = [line for line in text.splitlines() if line.startswith("process_start_time_seconds ")]
+    return float(line.split()[1])
 
 
 def server_load(host: str, port: int) -> float:
@@ -191,11 +211,24 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
         steps.append(starting := Step("2 c starting"))
         first_down = starting.watch(prom, lambda s: s.up.get(f"{FLEET}-c") == 0, timeout_s=20)
         starting.watch(prom, lambda s: s.at_s > first_down.at_s + 3, timeout_s=30)  # however fast c loads
-        stack.enter_context(paced_servers([hosts["c"]], port, tmp_path))  # listening late
+        c_pids = stack.enter_context(paced_servers([hosts["c"]], port, tmp_path))  # listening late
         starting.watch(prom, lambda s: listening(hosts["c"], port), timeout_s=90)
-        stack.enter_context(contextlib.closing(hold(hosts["c"], port, HELD["c"])))
+        c_held = stack.enter_context(contextlib.closing(hold(hosts["c"], port, HELD["c"])))
         steps.append(loaded := Step("3 c loaded"))
         loaded.watch(prom, lambda s: s.total == 15, timeout_s=20)
+
+        os.kill(c_pids[hosts["c"]], signal.SIGKILL)
+        c_held.close()
+        steps.append(killed := Step("3b c killed"))
+        killed.watch(prom, lambda s: s.total is None, timeout_s=10)
+        stack.enter_context(paced_servers([hosts["c"]], port, tmp_path, load_s=LOAD_S))
+        steps.append(restarted := Step("3b c restarted"))
+        back_after_restart = restarted.watch(prom, lambda s: s.total == 8, timeout_s=20)
+        restarted_at = process_start_s(hosts["c"], port)
+        assert not ready(hosts["c"], port)  # still loading: the fleet came back before its model
+        wait_for(lambda: ready(hosts["c"], port), "c loaded after its restart", 30)
+        stack.enter_context(contextlib.closing(hold(hosts["c"], port, HELD["c"])))
+        restarted.watch(prom, lambda s: s.total == 15, timeout_s=20)
 
         os.kill(pids[hosts["b"]], signal.SIGSTOP)
         steps.append(frozen := Step("4 b frozen"))
@@ -219,6 +252,13 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
     assert all(s.pods.get(c, 0) == 0 for s in starting_seen), starting
     assert sum(c in s.pods for s in starting_seen) >= 4, starting
     assert loaded.totals() <= {8, 15}, loaded
+    assert killed.totals() <= {15, None}, killed
+    assert restarted.totals() <= {None, 8, 15}, restarted
+    # present again within two scrape intervals of the new process's start (one to its first
+    # scrape, one to the next evaluation; 1.9 s measured here), plus 1 s for the new process to
+    # listen and the reads' 0.25 s grid on a loaded machine; not after its model load (LOAD_S)
+    back_s = restarted.began + back_after_restart.at_s - restarted_at
+    assert back_s <= 2 * prom.interval_s + 1, restarted
     after = frozen.seen[frozen.seen.index(first_absent):]
     assert frozen.totals() <= {15, None} and all(s.total is None for s in after), frozen
     after = removed.seen[removed.seen.index(back):]
@@ -226,5 +266,7 @@ def test_the_recording_rules_in_a_real_prometheus(prometheus_binary, tmp_path):
     b_gone = next(s.at_s for s in removed.seen if f"{FLEET}-b" not in s.up)
     print(f"\nfirst load after Prometheus started: {warm_up_s:.1f} s; c loading (up 0) with the "
           f"fleet at 8: {len(starting_seen)} reads over {starting_seen[-1].at_s - starting_seen[0].at_s:.1f} s;"
-          f" frozen b -> absent: {first_absent.at_s:.1f} s; b removed -> its up gone: {b_gone:.1f} s, "
+          f" c restarted -> the fleet present again {back_s:.1f} s after its process started (its "
+          f"model loads for {LOAD_S} s); frozen b -> absent: {first_absent.at_s:.1f} s; "
+          f"b removed -> its up gone: {b_gone:.1f} s, "
           f"the fleet back at 10: {back.at_s:.1f} s")

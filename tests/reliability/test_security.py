@@ -16,6 +16,7 @@ import pytest
 
 from fleet_operator.builders import build_deployment
 from fleet_operator.builders.gateway import build_gateway_deployment
+from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import parse_fleet
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
 from tests.packaging.helm_tool import by_kind
@@ -99,7 +100,7 @@ def _pod_of(deployment: dict) -> dict:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_the_fleet_pods_of_every_example_are_restricted(example: Path):
     doc = load_yaml(example)
-    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], default_image="img:1")
+    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], OperatorConfig(default_image="img:1"))
     assert violations(_pod_of(build_deployment(fleet))) == {}
 
 
@@ -116,7 +117,7 @@ def test_only_the_model_cache_may_be_a_writable_non_emptydir_mount():
 def test_the_gateway_pods_of_every_example_are_restricted(example: Path):
     doc = load_yaml(example)
     doc["spec"]["gateway"] = {**doc["spec"].get("gateway", {}), "enabled": True}
-    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], default_image="img:1")
+    fleet = parse_fleet(doc["metadata"]["name"], "default", doc["spec"], OperatorConfig(default_image="img:1"))
     assert violations(_pod_of(build_gateway_deployment(fleet))) == {}
 
 

@@ -101,11 +101,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextlib.contextmanager
-def live_server(config: ServerConfig, engine: Engine):
-    """Serve create_app(config, engine) on 127.0.0.1 in a thread, with the uvicorn settings and
-    server class of `python -m server` (signals stay with the main thread); yield its base URL."""
-    server = DrainingServer(uvicorn_config(create_app(config, engine), config, "warning"), engine,
-                            config.drain_timeout_s)
+def live_server(config: ServerConfig, engine: Engine, reranker=None):
+    """Serve create_app(config, engine, reranker) on 127.0.0.1 in a thread, with the uvicorn settings
+    and server class of `python -m server` (signals stay with the main thread); yield its base URL."""
+    server = DrainingServer(uvicorn_config(create_app(config, engine, reranker), config, "warning"),
+                            engine, config.drain_timeout_s)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -140,12 +140,13 @@ def cpu_config(**settings) -> ServerConfig:
 
 
 @contextlib.contextmanager
-def serving(runner, **settings):
-    """An Engine over `runner` behind a live uvicorn server on a free 127.0.0.1 port.
-    Yields (base_url, engine); `settings` are ServerConfig fields."""
+def serving(runner, reranker=None, **settings):
+    """An Engine over `runner` behind a live uvicorn server on a free 127.0.0.1 port (with
+    /v1/rerank when a `reranker` is given). Yields (base_url, engine); `settings` are ServerConfig
+    fields."""
     config = cpu_config(port=free_port(), **settings)
     engine = Engine(config, runner)
-    with live_server(config, engine) as url:
+    with live_server(config, engine, reranker) as url:
         yield url, engine
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.access_log import QUIET_PATHS, QuietPathsFilter, is_quiet
+from scoringfleet_contract.facts import QUIET_PATHS
+from server.access_log import QuietPathsFilter, is_quiet
 from tests.server.support import FakeRunner, free_port, server_env, serving, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,13 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
 from server.engine import Engine
+from server.rerank import Reranker
+from server.rerank_templates import parse_template
 from tests.server.support import FakeRunner, cpu_config, free_port, live_server
 
 
 @pytest.fixture(scope="module")
 def base_url():
     config = cpu_config(port=free_port(), max_items_per_request=64, max_queued_requests=4096)
-    with live_server(config, Engine(config, FakeRunner())) as url:
+    runner = FakeRunner()
+    template = parse_template({"query": "{query}", "document": "{document}", "yes": "y", "no": "n"}, "fuzz")
+    with live_server(config, Engine(config, runner), Reranker.create(template, runner.tokenize)) as url:
         yield url
 
 
@@ -28,8 +32,10 @@ def api_schema(base_url):
 
 
 @pytest.mark.parametrize("path, method", [
-    ("/v1/score", "POST"), ("/get_load", "GET"), ("/metrics", "GET"), ("/health", "GET"),
+    ("/v1/score", "POST"), ("/v1/rerank", "POST"), ("/v2/rerank", "POST"), ("/get_load", "GET"),
+    ("/metrics", "GET"), ("/health", "GET"),
     ("/health_generate", "GET"), ("/v1/models", "GET"), ("/get_server_info", "GET"),
+    ("/freeze_gc", "POST"), ("/freeze_gc", "GET"),
 ])
 def test_no_input_is_a_server_error_and_responses_match_the_schema(api_schema, base_url, path, method):
     operation = api_schema[path][method]

@@ -33,7 +33,33 @@ def server_command(*flags: str) -> list[str]:
 
 
 @dataclass
+class FirstAnswer:
+    """What the process answered first, while its model was still loading."""
+
+    after_s: float                    # since the process was started
+    metrics: str
+    load: list[dict]
+    ready_status: int
+    score_status: int
+
+
+def first_answer(url: str, started: float) -> FirstAnswer:
+    """Polls /metrics from the process's start until it answers, then asks the rest at once."""
+    def answers() -> bool:
+        try:
+            return httpx.get(f"{url}/metrics", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    wait_until(answers, timeout_s=60, interval_s=0.05)
+    after_s = time.monotonic() - started
+    return FirstAnswer(after_s, httpx.get(f"{url}/metrics").text, httpx.get(f"{url}/get_load").json(),
+                       httpx.get(f"{url}/health_generate").status_code,
+                       httpx.post(f"{url}/v1/score", json=SCORE_BODY, timeout=5).status_code)
+
+
+@dataclass
 class DrainStory:
+    first_answer: FirstAnswer
     first_score: httpx.Response
     ready_before: int
     admitted: httpx.Response          # a long request in flight when SIGTERM arrived
@@ -61,6 +87,7 @@ def drain_story(tiny_model_dir) -> DrainStory:
         cwd=REPO, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         started = time.monotonic()
+        early = first_answer(url, started)
         wait_ready(process, url)
         print(f"\nserver ready {time.monotonic() - started:.1f} s after start")
         first = httpx.post(f"{url}/v1/score", json=SCORE_BODY, timeout=10)
@@ -78,13 +105,25 @@ def drain_story(tiny_model_dir) -> DrainStory:
         sender.join(timeout=60)
         return_code = process.wait(timeout=60)
         print(f"drained and exited {time.monotonic() - signalled:.1f} s after SIGTERM")
-        return DrainStory(first, ready, admitted[0], waiting, refused, return_code,
+        return DrainStory(early, first, ready, admitted[0], waiting, refused, return_code,
                           process.stdout.read())
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
         process.stdout.close()
+
+
+def test_it_answers_metrics_within_seconds_of_its_start_while_the_model_loads(drain_story):
+    early = drain_story.first_answer
+    print(f"\n/metrics answered {early.after_s:.1f} s after the process started")
+    assert early.after_s < 5, drain_story.log[:2000]
+    # torch alone takes seconds to import, on the loading thread: the first answer is a loading one
+    assert 'scoringfleet_model_loading{model_name="' in early.metrics
+    assert re.search(r"^scoringfleet_model_loading\{.*\} 1\.0$", early.metrics, re.M), early.metrics
+    assert re.search(r"^sglang:num_running_reqs\{.*\} 0\.0$", early.metrics, re.M)
+    assert [entry["num_reqs"] for entry in early.load] == [0]
+    assert (early.ready_status, early.score_status) == (503, 503)
 
 
 def test_starts_on_a_tiny_model_folder_and_scores(drain_story):

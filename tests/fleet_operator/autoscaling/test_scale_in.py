@@ -8,8 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from fleet_operator import kube
-from fleet_operator.autoscaling import tick as tick_module
+from fleet_operator import kube, tick as tick_module
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.scale_in import (
@@ -24,7 +23,8 @@ from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample, PodVerdict
 from fleet_operator.context import OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
-from tests.fleet_operator.autoscaling.test_tick import (
+from tests.fleet_operator.loopback import pod_ip
+from tests.fleet_operator.test_tick import (
     NAME,
     NATIVE,
     T0,
@@ -32,7 +32,6 @@ from tests.fleet_operator.autoscaling.test_tick import (
     make_fleet,
     tick,
 )
-from tests.fleet_operator.loopback import pod_ip
 from tests.fleet_operator.waiting import wait_for
 
 

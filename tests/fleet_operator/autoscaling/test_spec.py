@@ -13,6 +13,7 @@ from fleet_operator.autoscaling.spec import (
     is_native,
     parse_autoscaling,
 )
+from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import SpecError, parse_fleet
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}
@@ -21,7 +22,7 @@ PROM = "http://prometheus.monitoring.svc:9090"
 
 
 def parse(spec, name="qwen", default_image=None):
-    return parse_fleet(name, "team-a", spec, default_image)
+    return parse_fleet(name, "team-a", spec, OperatorConfig(default_image=default_image))
 
 
 def test_autoscaling_is_parsed_from_camel_case():
@@ -82,7 +83,7 @@ def keda(fields=None, default_address=None, **autoscaling):
     if fields is not None:
         mapping["keda"] = fields
     return parse_fleet("qwen", "team-a", {"model": MODEL, "image": IMAGE, "autoscaling": mapping},
-                       default_prometheus_address=default_address).autoscaling
+                       OperatorConfig(prometheus_address=default_address)).autoscaling
 
 
 @pytest.mark.parametrize("fields, default_address, expected", [
@@ -100,7 +101,7 @@ def test_keda_trigger_settings_are_the_fleets_else_the_operators(fields, default
 @pytest.mark.parametrize("fields, default_address, autoscaling, message", [
     (None, None, {}, r"keda mode needs a Prometheus address for its trigger: set "
                      r"spec\.autoscaling\.keda\.prometheusAddress, or the operator's "
-                     r"SCORING_FLEET_PROMETHEUS_ADDRESS"),
+                     r"SCORINGFLEET_PROMETHEUS_ADDRESS"),
     ({"prometheusAddress": "prometheus:9090"}, None, {},
      r"spec\.autoscaling\.keda\.prometheusAddress must be an http\(s\) URL, got 'prometheus:9090'"),
     ({"prometheusAddress": 9090}, PROM, {}, r"prometheusAddress must be a string"),

@@ -1,4 +1,4 @@
-"""autoscaling/demand.py: the gateway's waiting gauge parsed by Prometheus' own parser (a table),
+"""demand.py: the gateway's waiting gauge parsed by Prometheus' own parser (a table),
 and one tick against the emulator of a fleet at zero whose gateway pod (a small HTTP server on
 loopback, labelled as the gateway's Deployment labels its pods) has requests waiting, or is silent."""
 from __future__ import annotations
@@ -8,14 +8,14 @@ import asyncio
 import pytest
 
 from fleet_operator import kube
-from fleet_operator.autoscaling.demand import parse_waiting, scrape_gateway
-from fleet_operator.autoscaling.tick import autoscale_fleet
 from fleet_operator.context import OperatorContext
+from fleet_operator.demand import parse_waiting, scrape_gateway
 from fleet_operator.names import gateway_selector_labels
 from fleet_operator.reconcile import reconcile_fleet
-from tests.fleet_operator.autoscaling.test_tick import NAME, T0
+from fleet_operator.tick import autoscale_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
+from tests.fleet_operator.test_tick import NAME, T0
 from tests.reliability.support import MetricsPod
 
 G = "scoringfleet_gateway_waiting_requests"

@@ -1,7 +1,7 @@
 """GET /metrics from each pod, concurrently, and turn each answer into a load sample or a reason why not.
 
 Owns the HTTP and the parsing of SGLang's gauges, and a Pod body's view as a PodSample; nothing
-else. What a missing sample means is replicas.py's business; listing pods and writing status is
+else. What a missing sample means is autoscaling/replicas.py's business; listing pods and writing status is
 tick.py's (through kube.py). A failed or garbage
 scrape is always "no sample, because ..." and never a load of zero.
 """

@@ -1,4 +1,4 @@
-"""autoscaling/tick.py: the pure helpers in tables; one tick in-process against the emulator, with the pods'
+"""tick.py: the pure helpers in tables; one tick in-process against the emulator, with the pods'
 /metrics served by small HTTP servers on loopback (pod i at 127.0.0.(i+2), the fleet's port)."""
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from fleet_operator import handlers, kube
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.spec import AutoscalingSpec
-from fleet_operator.autoscaling.tick import (
+from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.context import OperatorContext
+from fleet_operator.reconcile import reconcile_fleet
+from fleet_operator.tick import (
     DeploymentMissing,
     autoscale_fleet,
     event_for,
     is_due,
     scrape_timeout_s,
 )
-from fleet_operator.autoscaling.values import PodSample
-from fleet_operator.context import OperatorContext
-from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
 

@@ -3,7 +3,7 @@ and sum scoringfleet_gateway_waiting_requests into a GatewayDemand.
 
 I/O, like scraper.py (whose GET it shares). Unknown, never 0, unless every ready gateway pod
 answered with the gauge: a request waiting at a pod that did not answer must still wake the fleet.
-What the demand means for the size is zero.py's.
+What the demand means for the size is autoscaling/zero.py's.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet_operator.autoscaling.scraper import fetch_text, is_serving, metrics_url
 from fleet_operator.autoscaling.values import GatewayDemand
+from fleet_operator.scraper import fetch_text, is_serving, metrics_url
 
 WAITING_SERIES = "scoringfleet_gateway_waiting_requests"
 

@@ -1,11 +1,11 @@
 """One native autoscaling tick of one fleet: read, scrape, decide; then scale, record and explain.
 
-The I/O around decide(), as reconcile.py is for reconcile: the fleet and its Pods through kube.py
+The I/O around autoscaling/decide(), as reconcile.py is for reconcile: the fleet and its Pods through kube.py
 (read and parsed once per tick), the pods' /metrics through scraper.py (and, with the gateway,
 its pods' waiting requests through demand.py, in the same event loop), the status fields from
 status.py. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
 .spec.replicas there), the autoscaler's status fields and conditions, and an Event when the decision
-is news; before a scale-down, the pods' deletion costs (scale_in.py), so the idlest pods go.
+is news; before a scale-down, the pods' deletion costs (autoscaling/scale_in.py), so the idlest go.
 
 NOTE: synchronous on purpose. kube.py blocks, and FleetLocks are threading locks shared with the
 reconcile handlers, which kopf runs in its thread pool; so the timer is a sync handler (a worker
@@ -23,15 +23,15 @@ from typing import Any
 
 from fleet_operator import kube, names
 from fleet_operator.autoscaling.decide import decide
-from fleet_operator.autoscaling.demand import scrape_gateway
 from fleet_operator.autoscaling.history import history_from_status
 from fleet_operator.autoscaling.scale_in import DELETION_COST, cost_patches, deletion_costs, with_pods_to_go
-from fleet_operator.autoscaling.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
-from fleet_operator.autoscaling.spec import SpecError, parse_autoscaling
+from fleet_operator.autoscaling.spec import parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, GatewayDemand
 from fleet_operator.clock import parse_time
 from fleet_operator.context import OperatorContext
-from fleet_operator.spec import FleetSpec, parse_fleet
+from fleet_operator.demand import scrape_gateway
+from fleet_operator.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
+from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import autoscaler_status, status_patch
 
 # The timer's fixed interval. kopf gives a timer one interval for all objects, so it ticks this
@@ -141,10 +141,7 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
         return None
     meta = body["metadata"]
     try:
-        # The server image default, since a fleet naming no image is invalid without it; the other
-        # defaults (keda's Prometheus, the operator's namespace, the gateway image) shape only
-        # children the tick never reads, and a keda fleet is not native anyway.
-        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config.default_image)
+        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config)
     except SpecError:
         return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
     return fleet if fleet.autoscaling.is_native else None

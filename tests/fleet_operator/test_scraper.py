@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from fleet_operator.autoscaling.scraper import (
+from fleet_operator.scraper import (
     Gauges,
     ScrapeResult,
     is_serving,
@@ -183,3 +183,15 @@ def test_parse_gauges_on_the_scoring_servers_own_metrics():
     metrics = ServerMetrics("qwen", 65536, lambda: Load(num_running=5, num_waiting=7, num_running_tokens=300,
                                                         num_waiting_tokens=400))
     assert parse_gauges(metrics.render().decode()) == (Gauges(5.0, 7.0), "")
+
+
+def test_a_loading_servers_metrics_give_zero_load():
+    """A server still loading its model (server/startup.py) answers true zeros: a sample of 0,
+    not an error. The decision sets it aside anyway: it is not Ready until the model is in."""
+    from server.config import ServerConfig
+    from server.startup import EngineStartup
+
+    startup = EngineStartup(ServerConfig(), load=lambda: None)  # never started: loading
+    text = startup.metrics.render().decode()
+    assert "scoringfleet_model_loading{" in text
+    assert parse_gauges(text) == (Gauges(0.0, 0.0), "")
