@@ -74,6 +74,7 @@ class GatewaySpec:
     replicas: int = crd.default("gateway", "replicas")
     port: int = crd.default("gateway", "port")
     queue_timeout_s: int = crd.default("gateway", "queueTimeoutSeconds")
+    policy: str = crd.default("gateway", "policy")  # the gateway's --policy
     cpu: str = crd.default("gateway", "resources", "cpu")
     memory: str = crd.default("gateway", "resources", "memory")
     # spec.gateway.image, else the operator's gateway image (the control image); None: the fleet's
@@ -225,6 +226,7 @@ def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str,
                    default_image: str | None) -> GatewaySpec:
     gateway = GatewaySpec(enabled=gw.boolean("enabled"), replicas=gw.integer("replicas"),
                           port=gw.integer("port"), queue_timeout_s=gw.integer("queueTimeoutSeconds"),
+                          policy=gw.enum("policy"),
                           cpu=gw.child("resources").quantity("cpu"),
                           memory=gw.child("resources").quantity("memory"),
                           image=gw.string("image") or default_image)

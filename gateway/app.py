@@ -17,6 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from fleet_operator.names import FLEET_LABEL  # the API's names: a module of constants only
+from gateway.affinity import query_key
 from gateway.config import GatewayConfig
 from gateway.errors import Refusal, as_response, error_middleware, error_reply
 from gateway.intake import (
@@ -53,9 +54,10 @@ def create_app(config: GatewayConfig) -> web.Application:
         check_head(request.headers, config.max_request_bytes)
         body = decode_body(await read_body(request.content, config.max_request_bytes),
                            content_encoding(request.headers), config.max_request_bytes)
-        num_sequences = count_sequences(parse_body(body))
+        payload = parse_body(body)
         reply = await request.app[ROUTER].route(
-            body, upstream_headers(request.headers, config.api_key), num_sequences, request.path)
+            body, upstream_headers(request.headers, config.api_key), count_sequences(payload),
+            request.path, query_key(payload))
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
@@ -120,7 +122,8 @@ async def _lifetime(app: web.Application, config: GatewayConfig):
     app[ROUTER] = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session)
 
     def set_rotation(urls) -> None:
-        registry.set_urls(urls)
+        _, removed = registry.set_urls(urls)
+        app[ROUTER].forget_workers(removed)
         poller.sync()
         waiting.notify()
 

@@ -21,8 +21,14 @@ from scoringfleet_contract.facts import (
 )
 from scoringfleet_contract.flags import add_flags, config_fields, flag
 
-Policy = Literal["power_of_two", "round_robin"]
+Policy = Literal["power_of_two", "round_robin", "cache_aware"]
+POLICIES = get_args(Policy)
 DEFAULT_MAX_CONNECTIONS = 4096
+# cache_aware: SGLang router's defaults (--balance-abs-threshold 64, --balance-rel-threshold 1.5),
+# here in sequences, the unit of the workers' /get_load; the query -> workers map's bound.
+DEFAULT_BALANCE_ABS = 64
+DEFAULT_BALANCE_REL = 1.5
+DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,8 @@ class GatewayConfig:
     namespace: str = field(default="default", metadata=flag("the fleet's namespace (with --fleet)"))
     host: str = field(default="127.0.0.1", metadata=flag("listen address (0.0.0.0 in a pod)"))
     port: int = 30080
-    policy: Policy = "power_of_two"
+    policy: Policy = field(default="power_of_two", metadata=flag(
+        "cache_aware: a query's requests go to the worker that holds it (docs/gateway.md)"))
     load_interval_s: float = field(default=0.05, metadata=flag("seconds between /get_load polls"))
     queue_timeout_s: float = field(default=30.0, metadata=flag(
         "seconds a request may wait for a ready worker before 503"))
@@ -53,6 +60,13 @@ class GatewayConfig:
         "open client connections; a new one beyond this gets 503 and is closed"))
     access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
         "an access-log line for every request, also probes and /metrics scrapes"))
+    balance_abs_threshold: int = field(default=DEFAULT_BALANCE_ABS, metadata=flag(
+        "cache_aware: a query's worker is passed over (power of two instead) when its load exceeds "
+        "the lightest worker's by more than this many sequences, and ..."))
+    balance_rel_threshold: float = field(default=DEFAULT_BALANCE_REL, metadata=flag(
+        "... is more than this many times the lightest worker's load"))
+    max_tracked_queries: int = field(default=DEFAULT_MAX_QUERIES, metadata=flag(
+        "cache_aware: queries remembered with their workers (least recently routed out first)"))
 
     def __post_init__(self) -> None:
         if bool(self.worker_urls) == bool(self.fleet):
@@ -64,7 +78,10 @@ class GatewayConfig:
         if not 0 < self.port < 65536:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         if self.policy not in get_args(Policy):
-            raise ValueError(f"--policy must be power_of_two or round_robin, got {self.policy!r}")
+            raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.balance_abs_threshold < 0 or self.balance_rel_threshold < 1:
+            raise ValueError("--balance-abs-threshold must be >= 0 and --balance-rel-threshold >= 1, "
+                             f"got {self.balance_abs_threshold} and {self.balance_rel_threshold}")
         for option, value in (("--load-interval", self.load_interval_s),
                               ("--request-timeout", self.request_timeout_s),
                               ("--header-timeout", self.header_timeout_s)):
@@ -75,7 +92,8 @@ class GatewayConfig:
         if self.max_waiting_requests < 0:
             raise ValueError(f"--max-waiting-requests must be >= 0, got {self.max_waiting_requests}")
         for option, count in (("--max-request-bytes", self.max_request_bytes),
-                              ("--max-connections", self.max_connections)):
+                              ("--max-connections", self.max_connections),
+                              ("--max-tracked-queries", self.max_tracked_queries)):
             if count < 1:
                 raise ValueError(f"{option} must be >= 1, got {count}")
         if problem := api_key_problem(self.api_key):

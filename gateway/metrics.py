@@ -60,6 +60,10 @@ class GatewayMetrics:
             registry=self.registry, buckets=DURATION_BUCKETS_S)
         self.retries = Counter(f"{PREFIX}_retries", "Retries on another worker, by reason",
                                ["reason"], registry=self.registry)
+        self.affinity = Counter(
+            f"{PREFIX}_affinity", "cache_aware choices: hit (a worker holding the query), new (its "
+            "hash's worker), spill (that one too busy: power of two), unkeyed (no query key)",
+            ["outcome"], registry=self.registry)
         self.registry.register(_LiveGauges(waiting, workers, clock))
 
     def observe_answer(self, status: int, duration_s: float) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping
 
 import aiohttp
 
+from gateway import affinity
 from gateway.config import GatewayConfig
 from gateway.errors import error_reply
 from gateway.intake import count_sequences, parse_body
@@ -41,61 +42,80 @@ class Router:
         self.metrics, self.session = metrics, session
         self.rng = rng or random.Random()
         self._turn = 0
+        # cache_aware: who holds which query (discovery drops those that leave: forget_workers)
+        self.holders = affinity.QueryHolders(config.max_tracked_queries)
+        self.balance = affinity.Balance(config.balance_abs_threshold, config.balance_rel_threshold)
 
-    def choose(self, exclude: Collection[str] = ()) -> Worker | None:
-        """A fresh worker not in `exclude`; a retry (exclude given) keeps the round-robin turn."""
+    def choose(self, exclude: Collection[str] = (), key: str | None = None) -> Worker | None:
+        """A fresh worker not in `exclude` for a request whose query has `key`; a retry (exclude
+        given) keeps the round-robin turn."""
         fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
+        if self.config.policy == "cache_aware":
+            choice = affinity.choose(key, self.holders.get(key), fresh, self.balance, self.rng)
+            if choice.worker is not None:
+                self.metrics.affinity.labels(outcome=choice.outcome).inc()
+                if key is not None:  # it is computing the query from now on
+                    self.holders.add(key, choice.worker.url)
+            return choice.worker
         worker = pick(fresh, self.config.policy, self.rng, self._turn)
         if worker is not None and not exclude:
             self._turn += 1
         return worker
 
+    def forget_workers(self, urls) -> None:
+        """Workers that left the rotation: their queries go with them."""
+        self.holders.forget(urls)
+
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
-                    path: str = "/v1/score") -> Upstream:
+                    path: str = "/v1/score", key: str | None = None) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error.
         `headers` are those to send upstream; num_sequences None: counted from the body (which
-        must then be JSON: intake.parse_body); `path` the worker's (a rerank's is scored alike)."""
+        must then be JSON: intake.parse_body, and then the query's key too); `path` the worker's (a
+        rerank's is scored alike); `key` the query's (affinity.query_key)."""
         if num_sequences is None:
-            num_sequences = count_sequences(parse_body(body))
+            payload = parse_body(body)
+            num_sequences, key = count_sequences(payload), affinity.query_key(payload)
         # One deadline per request: all its waits for a worker together last at most the queue
         # timeout, counted from arrival.
         deadline_s = time.monotonic() + self.config.queue_timeout_s
         try:
-            worker = await self.waiting.take(self.choose, self.config.queue_timeout_s)
+            worker = await self.waiting.take(lambda: self.choose(key=key), self.config.queue_timeout_s)
         except WaitingRoomFull as error:
             return error_reply(503, str(error), error.retry_after_s)
         if worker is None:
             return self._no_worker()
         tried: set[str] = set()
-        outcome = await self._attempt_past_leaving(worker, (path, body), headers, num_sequences, tried)
+        outcome = await self._attempt_past_leaving(worker, (path, body), headers, num_sequences, tried,
+                                                   key)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
-        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s)
+        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s, key)
         if retry_worker is None:
             return outcome if isinstance(outcome, Upstream) else self._none_left(tried, outcome)
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
         self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
         second = await self._attempt_past_leaving(retry_worker, (path, body), headers, num_sequences,
-                                                  tried)
+                                                  tried, key)
         if isinstance(second, Unreachable):
             return error_reply(502, f"no worker answered: {second}", 1)
         return second
 
-    async def _retry_worker(self, tried: set[str], answered: bool,
-                            deadline_s: float) -> Worker | None:
+    async def _retry_worker(self, tried: set[str], answered: bool, deadline_s: float,
+                            key: str | None) -> Worker | None:
         # A worker that answered 503 is alive and its 503 is a fine answer: take another worker
         # only if one is ready now. One that did not answer is no answer: wait for another, until
         # the request's deadline, but only if the rotation has a worker not yet tried at all.
         if answered or not any(url not in tried for url in self.registry.urls()):
-            return self.choose(exclude=tried)
+            return self.choose(exclude=tried, key=key)
         try:
-            return await self.waiting.take(lambda: self.choose(exclude=tried),
+            return await self.waiting.take(lambda: self.choose(exclude=tried, key=key),
                                            max(deadline_s - time.monotonic(), 0.0))
         except WaitingRoomFull:
             return None
 
     async def _attempt_past_leaving(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
-                                    num_sequences: int, tried: set[str]) -> Upstream | Unreachable:
+                                    num_sequences: int, tried: set[str],
+                                    key: str | None) -> Upstream | Unreachable:
         """An attempt on `worker`, then, while the worker is leaving (a draining 503, refused or a
         connect timeout), on a fresh worker not yet tried (so at most once each); the last
         outcome if none is left."""
@@ -105,7 +125,7 @@ class Router:
             leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
                        outcome.reason if isinstance(outcome, Unreachable)
                        and outcome.reason in LEAVING_REASONS else None)
-            next_worker = self.choose(exclude=tried) if leaving else None
+            next_worker = self.choose(exclude=tried, key=key) if leaving else None
             if next_worker is None:
                 return outcome
             self.metrics.retries.labels(reason=leaving).inc()

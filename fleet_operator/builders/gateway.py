@@ -34,10 +34,11 @@ GATEWAY_GRACE_S = grace_s(GATEWAY_SHUTDOWN_S)
 
 def gateway_args(fleet: FleetSpec) -> list[str]:
     """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port, hold a request
-    up to spec.gateway.queueTimeoutSeconds while no pod is ready."""
+    up to spec.gateway.queueTimeoutSeconds while no pod is ready, pick pods by spec.gateway.policy."""
     return ["--fleet", fleet.name, "--namespace", fleet.namespace,
             "--host", "0.0.0.0", "--port", str(fleet.gateway.port),
-            "--queue-timeout", str(fleet.gateway.queue_timeout_s)]
+            "--queue-timeout", str(fleet.gateway.queue_timeout_s),
+            "--policy", fleet.gateway.policy]
 
 
 def gateway_image(fleet: FleetSpec) -> str:

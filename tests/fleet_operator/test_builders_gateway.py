@@ -5,6 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
+from fleet_operator import crd
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.builders.deployment import build_deployment
 from fleet_operator.builders.gateway import (
@@ -19,6 +20,7 @@ from fleet_operator.builders.gateway_rbac import (
 )
 from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import SpecError, parse_fleet
+from gateway.config import POLICIES  # the operator never imports the gateway; a test may
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 
 FLEET_LABEL = "scoring.fleet.dev/fleet"
@@ -93,12 +95,30 @@ def test_a_queue_timeout_that_is_not_a_positive_integer_is_a_spec_error(value):
         fleet({"queueTimeoutSeconds": value})
 
 
+@pytest.mark.parametrize("gateway,expected", [({}, "cache_aware"), ({"policy": "power_of_two"}, "power_of_two"),
+                                              ({"policy": "round_robin"}, "round_robin")],
+                         ids=["default", "power-of-two", "round-robin"])
+def test_the_gateway_picks_pods_by_the_fleets_policy(gateway, expected):
+    args = pod_template(fleet(gateway))["spec"]["containers"][0]["args"]
+    assert args[args.index("--policy") + 1] == expected
+
+
+@pytest.mark.parametrize("value", ["random", "", 3, None])
+def test_a_policy_the_gateway_does_not_have_is_a_spec_error(value):
+    with pytest.raises(SpecError, match=r"spec\.gateway\.policy must be one of cache_aware, power_of_two"):
+        fleet({"policy": value})
+
+
+def test_every_policy_of_the_crd_is_one_the_gateway_takes():
+    assert set(crd.spec_schema("gateway", "policy")["enum"]) == set(POLICIES)
+
+
 def test_the_gateway_container_discovers_this_fleet_and_listens_on_its_port():
     [c] = pod_template(fleet({"port": 8080}))["spec"]["containers"]
     assert c["command"] == ["python", "-m", "gateway"]
     assert c["args"] == gateway_args(fleet({"port": 8080})) == [
         "--fleet", "qwen", "--namespace", "team-a", "--host", "0.0.0.0", "--port", "8080",
-        "--queue-timeout", "300"]
+        "--queue-timeout", "300", "--policy", "cache_aware"]
     assert c["image"] == IMAGE and c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     # readiness on /health: at zero pods the gateway must still take requests, to hold them
     assert c["readinessProbe"]["httpGet"] == c["livenessProbe"]["httpGet"] == {"path": "/health",

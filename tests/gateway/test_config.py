@@ -13,6 +13,16 @@ def test_defaults_follow_the_contract():
     assert (config.max_waiting_requests, config.request_timeout_s) == (1024, 120.0)
 
 
+def test_cache_aware_flags_and_sglangs_defaults():
+    config, _ = parse_args(["--worker-urls", "http://a:1", "--policy", "cache_aware"])
+    assert (config.policy, config.balance_abs_threshold, config.balance_rel_threshold) == \
+        ("cache_aware", 64, 1.5)  # SGLang router's --balance-abs-threshold, --balance-rel-threshold
+    config, _ = parse_args(["--worker-urls", "http://a:1", "--balance-abs-threshold", "8",
+                            "--balance-rel-threshold", "1.2", "--max-tracked-queries", "100"])
+    assert (config.balance_abs_threshold, config.balance_rel_threshold,
+            config.max_tracked_queries) == (8, 1.2, 100)
+
+
 def test_fleet_discovery_flags():
     config, _ = parse_args(["--fleet", "f", "--namespace", "ns", "--host", "0.0.0.0"])
     assert (config.fleet, config.namespace, config.worker_urls) == ("f", "ns", ())
@@ -27,7 +37,11 @@ def test_fleet_discovery_flags():
     (["--worker-urls", "http://a:1", "--max-waiting-requests", "-1"], "must be >= 0"),
     (["--worker-urls", "http://a:1", "--port", "0"], "--port must be in 1..65535"),
     (["--worker-urls", "http://a:1", "--policy", "random"], "invalid choice"),
-], ids=["no-workers", "both", "no-scheme", "interval", "timeout", "waiting", "port", "policy"])
+    (["--worker-urls", "http://a:1", "--balance-rel-threshold", "0.5"], "--balance-rel-threshold >= 1"),
+    (["--worker-urls", "http://a:1", "--balance-abs-threshold", "-1"], "--balance-abs-threshold must"),
+    (["--worker-urls", "http://a:1", "--max-tracked-queries", "0"], "--max-tracked-queries must be >= 1"),
+], ids=["no-workers", "both", "no-scheme", "interval", "timeout", "waiting", "port", "policy",
+        "balance-rel", "balance-abs", "tracked-queries"])
 def test_bad_flag_exits_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exited:
         parse_args(argv)

@@ -1,0 +1,224 @@
+"""Fan-out scoring: one query computed once per fleet, not once per request. Numbers, no asserts.
+
+  python -m bench.fanout [--sections single fleet] [--queries 4] [--requests-per-query 10]
+                         [--items 20] [--query-tokens 1000] [--item-tokens 50] [--rounds 1]
+
+single: one server (`python -m server`), the fan-out workload (bench.fanout_workload: each query's
+  requests sent together, concurrency = requests per query) against the same token counts with
+  every request's query distinct: items/s, P50/P99, the server's `sglang:cached_tokens_total`, and
+  the share of repeated query tokens it did not compute (from `sglang:computed_tokens_total`).
+fleet: three servers behind two gateways over the same servers (`--policy cache_aware` and
+  `power_of_two`), on the fan-out and the mixed workload (half fan-out, half distinct), concurrency
+  3 x requests per query: the same, plus each worker's share of the requests and the gateway's
+  affinity counters (hit/new/spill). Every run draws queries no server has seen.
+Everything runs on loopback; client, gateway and servers share this machine's cores.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.client import run_closed_loop
+from bench.fanout_workload import (
+    FanOut,
+    distinct_bodies,
+    fanout_bodies,
+    mixed_bodies,
+    query_hit_share,
+    shares,
+)
+from bench.server_process import start_server
+from bench.workload import ScoreBody, percentile
+
+TIMEOUT_S = 600.0
+WORKLOADS = {"fan-out": fanout_bodies, "distinct": distinct_bodies, "mixed": mixed_bodies}
+SERVER_COUNTERS = ("sglang:computed_tokens", "sglang:padding_tokens", "sglang:cached_tokens")
+G = "scoringfleet_gateway"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """/metrics as {(sample name, sorted labels): value}, parsed by prometheus_client."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def server_counters(urls: list[str]) -> dict[str, float]:
+    """SERVER_COUNTERS summed over the servers (0 for a counter a server lacks)."""
+    totals = dict.fromkeys(SERVER_COUNTERS, 0.0)
+    for url in urls:
+        for (name, _), value in scrape(url).items():
+            if name.endswith("_total") and name.removesuffix("_total") in totals:
+                totals[name.removesuffix("_total")] += value
+    return totals
+
+
+def gateway_counters(url: str | None) -> dict[str, float]:
+    """The gateway's routed-by-worker and affinity-by-outcome counters, as 'routed <url>' and
+    'affinity <outcome>'."""
+    if url is None:
+        return {}
+    found = {}
+    for (name, labels), value in scrape(url).items():
+        if name in (f"{G}_routed_total", f"{G}_affinity_total"):
+            found[f"{name.split('_')[-2]} {labels[0][1]}"] = value
+    return found
+
+
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    num_ok: int
+    num_failed: int
+    items_per_s: float
+    p50_ms: float
+    p99_ms: float
+    num_cached_tokens: float
+    hit_share: float | None  # of the repeated query tokens, not computed by any server
+    worker_shares: dict[str, float] = field(default_factory=dict)  # of the requests, by worker
+    affinity: dict[str, float] = field(default_factory=dict)       # gateway outcome -> count
+
+
+async def measure(name: str, url: str, bodies: list[ScoreBody], concurrency: int,
+                  servers: list[str], gateway: str | None = None) -> Measured:
+    """Send every body once through `url`, `concurrency` in flight, in order; the counters of
+    `servers` (and `gateway`) before and after."""
+    before, routed_before = server_counters(servers), gateway_counters(gateway)
+    outcomes = (await run_closed_loop(url, bodies, concurrency, TIMEOUT_S)).outcomes
+    after, routed_after = server_counters(servers), gateway_counters(gateway)
+    delta = {key: after[key] - before[key] for key in after}
+    routed = {key: value - routed_before.get(key, 0.0) for key, value in routed_after.items()}
+    ok = [o for o in outcomes if o.status == 200]
+    span_s = max(o.done_s for o in outcomes) - min(o.sent_s for o in outcomes)
+    latencies = [o.latency_s * 1000 for o in ok]
+    real = delta["sglang:computed_tokens"] - delta["sglang:padding_tokens"]
+    return Measured(
+        name, len(ok), len(outcomes) - len(ok),
+        sum(o.num_items for o in ok) / span_s if span_s > 0 else 0.0,
+        percentile(latencies, 50), percentile(latencies, 99), delta["sglang:cached_tokens"],
+        query_hit_share(bodies, real),
+        shares({k.split(" ", 1)[1]: v for k, v in routed.items() if k.startswith("routed ")}),
+        {k.split(" ", 1)[1]: v for k, v in routed.items() if k.startswith("affinity ") and v})
+
+
+def format_table(title: str, runs: list[Measured]) -> str:
+    header = (f"{'':28} {'ok':>4} {'fail':>4} {'items/s':>8} {'P50 ms':>8} {'P99 ms':>8} "
+              f"{'cached tok':>10} {'hit share':>9}  per-worker share / affinity")
+    lines = [f"== {title}", header]
+    for run in runs:
+        hit = f"{run.hit_share:9.2f}" if run.hit_share is not None else f"{'-':>9}"
+        workers = "/".join(f"{share:.2f}" for _, share in sorted(run.worker_shares.items()))
+        affinity = " ".join(f"{k} {v:g}" for k, v in sorted(run.affinity.items()))
+        lines.append(f"{run.name:28} {run.num_ok:4d} {run.num_failed:4d} {run.items_per_s:8.2f} "
+                     f"{run.p50_ms:8.0f} {run.p99_ms:8.0f} {run.num_cached_tokens:10.0f} {hit}  "
+                     f"{workers} {affinity}".rstrip())
+    return "\n".join(lines)
+
+
+def ratios(runs: list[Measured], numerator: str, denominator: str) -> list[float]:
+    """items/s of each run named `<numerator>...` over the run before or after it named
+    `<denominator>...`, pairing them in order."""
+    tops = [r for r in runs if r.name.startswith(numerator)]
+    bottoms = [r for r in runs if r.name.startswith(denominator)]
+    return [t.items_per_s / b.items_per_s for t, b in zip(tops, bottoms) if b.items_per_s]
+
+
+async def single_runs(url: str, shape: FanOut, rounds: int) -> list[Measured]:
+    """Fan-out and distinct on one server, alternating which goes first, fresh queries each run."""
+    runs = []
+    for i in range(rounds):
+        order = ("fan-out", "distinct") if i % 2 == 0 else ("distinct", "fan-out")
+        for k, kind in enumerate(order):
+            bodies = WORKLOADS[kind](shape, seed=1000 * i + 10 * k)
+            runs.append(await measure(f"{kind}, round {i + 1}", url, bodies,
+                                      shape.requests_per_query, [url]))
+    return runs
+
+
+async def fleet_runs(gateways: dict[str, str], servers: list[str], shape: FanOut,
+                     rounds: int) -> list[Measured]:
+    """Each workload through each policy's gateway, alternating which policy goes first."""
+    runs = []
+    for i in range(rounds):
+        for w, kind in enumerate(("fan-out", "mixed")):
+            policies = list(gateways) if i % 2 == 0 else list(gateways)[::-1]
+            for p, policy in enumerate(policies):
+                bodies = WORKLOADS[kind](shape, seed=5000 + 1000 * i + 100 * w + 10 * p)
+                runs.append(await measure(f"{policy} {kind}, round {i + 1}", gateways[policy],
+                                          bodies, len(servers) * shape.requests_per_query,
+                                          servers, gateways[policy]))
+    return runs
+
+
+def ratio_line(label: str, values: list[float]) -> str:
+    return f"{label}: " + (", ".join(f"{v:.2f}" for v in values) or "-")
+
+
+def single(args: argparse.Namespace, shape: FanOut) -> str:
+    with start_server("server", ["--request-timeout", "600", *args.server_args]) as server:
+        server.wait_ready(timeout_s=600)
+        runs = asyncio.run(single_runs(server.url, shape, args.rounds))
+    return (format_table(f"one server, {describe(shape)}", runs) + "\n"
+            + ratio_line("items/s fan-out / distinct", ratios(runs, "fan-out", "distinct")))
+
+
+def fleet(args: argparse.Namespace, shape: FanOut) -> str:
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(start_server("server", ["--request-timeout", "600",
+                                                               *args.server_args]))
+                   for _ in range(3)]
+        for server in servers:
+            server.wait_ready(timeout_s=600)
+        urls = [s.url for s in servers]
+        gateways = {policy: stack.enter_context(start_server(
+            "gateway", ["--worker-urls", *urls, "--policy", policy, "--request-timeout", "600"]))
+            for policy in ("cache_aware", "power_of_two")}
+        for gateway in gateways.values():
+            gateway.wait_ready(path="/health")
+        runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, urls, shape,
+                                      args.rounds))
+    lines = [format_table(f"three servers behind the gateway, {describe(shape)}", runs)]
+    for kind in ("fan-out", "mixed"):
+        kind_runs = [r for r in runs if f" {kind}," in r.name]
+        lines.append(ratio_line(f"items/s cache_aware / power_of_two, {kind}",
+                                ratios(kind_runs, "cache_aware", "power_of_two")))
+    return "\n".join(lines)
+
+
+def describe(shape: FanOut) -> str:
+    return (f"{shape.num_queries} queries of {shape.query_tokens} tokens x "
+            f"{shape.requests_per_query} requests of {shape.num_items} items of "
+            f"{shape.item_tokens} tokens")
+
+
+SECTIONS = {"single": single, "fleet": fleet}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=__doc__.split("\n")[0])
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--queries", type=int, default=4, help="distinct fan-out queries per run")
+    parser.add_argument("--requests-per-query", type=int, default=10)
+    parser.add_argument("--items", type=int, default=20, help="items per request")
+    parser.add_argument("--query-tokens", type=int, default=1000)
+    parser.add_argument("--item-tokens", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each comparison, alternating")
+    parser.add_argument("--server-args", type=shlex.split, default=[],
+                        help="extra flags for every `python -m server`, one quoted string")
+    args = parser.parse_args(argv)
+    shape = FanOut(args.queries, args.requests_per_query, args.items, args.query_tokens,
+                   args.item_tokens)
+    for section in args.sections:
+        print(SECTIONS[section](args, shape), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""`python -m gateway --policy cache_aware` over three real servers (the real app and scheduler
+over a runner that takes a little wall time): a query's requests stay on one worker, a hot query
+spills onto others, and the affinity counters say so. Plus the Router in-process: a worker that
+leaves the rotation takes its queries with it."""
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+from gateway.affinity import query_key
+from gateway.config import GatewayConfig
+from gateway.metrics import GatewayMetrics
+from gateway.routing import Router
+from gateway.waiting import WaitingRoom
+from gateway.workers import WorkerRegistry
+from tests.gateway.support import gateway_process, sample, wait_until
+from tests.server.support import FakeRunner, serving
+
+G = "scoringfleet_gateway"
+
+
+@dataclass
+class PacedRunner(FakeRunner):
+    """A forward takes 20 ms of wall time, so concurrent requests pile up as load."""
+
+    def run(self, sequences):
+        time.sleep(0.02)
+        return super().run(sequences)
+
+
+def body(query: list[int], num_items: int = 2) -> dict:
+    return {"query": query, "items": [[4, 5]] * num_items, "label_token_ids": [7, 8]}
+
+
+@contextlib.contextmanager
+def fleet(tmp_path, *flags: str):
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(serving(PacedRunner()))[0] for _ in range(3)]
+        gateway = stack.enter_context(gateway_process(
+            "--worker-urls", *urls, "--policy", "cache_aware", *flags,
+            log_path=tmp_path / "gateway.log"))
+        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+        yield gateway, urls
+
+
+def routed(gateway: str, urls: list[str]) -> dict[str, float]:
+    return {url: sample(gateway, f"{G}_routed_total", worker=url) for url in urls}
+
+
+def test_each_query_stays_on_one_worker_and_counts_hits(tmp_path):
+    with fleet(tmp_path) as (gateway, urls), httpx.Client(base_url=gateway, timeout=30) as client:
+        workers_of_query = []
+        for query in ([1, 2, 3], [9, 8, 7, 6], [5] * 10, [1, 2, 3]):
+            before = routed(gateway, urls)
+            answers = [client.post("/v1/score", json=body(query)) for _ in range(5)]
+            assert [a.status_code for a in answers] == [200] * 5
+            after = routed(gateway, urls)
+            moved = {url: after[url] - before[url] for url in urls if after[url] > before[url]}
+            assert list(moved.values()) == [5]  # all five on one worker
+            workers_of_query.append(next(iter(moved)))
+        assert workers_of_query[3] == workers_of_query[0]  # the first query came back to its worker
+        # 3 queries never seen (each to its hash's worker), then 17 requests to a holder
+        assert sample(gateway, f"{G}_affinity_total", outcome="new") == 3
+        assert sample(gateway, f"{G}_affinity_total", outcome="hit") == 17
+        item_first = client.post("/v1/score", json={**body([1, 2, 3]), "item_first": True})
+        assert item_first.status_code == 200
+        assert sample(gateway, f"{G}_affinity_total", outcome="unkeyed") == 1
+
+
+def test_a_hot_query_of_48_concurrent_requests_is_served_by_several_workers(tmp_path):
+    with fleet(tmp_path) as (gateway, urls), httpx.Client(base_url=gateway, timeout=60) as client:
+        with ThreadPoolExecutor(max_workers=48) as pool:
+            answers = list(pool.map(lambda _: client.post("/v1/score", json=body([42] * 50, 20)),
+                                    range(48)))
+        assert [a.status_code for a in answers] == [200] * 48
+        served = [url for url, count in routed(gateway, urls).items() if count > 0]
+        assert len(served) >= 2  # 20 sequences each: past 64 over the lightest after 4 requests
+        assert sample(gateway, f"{G}_affinity_total", outcome="spill") >= 1
+        outcomes = sum(sample(gateway, f"{G}_affinity_total", outcome=o) for o in ("new", "hit", "spill"))
+        assert outcomes == 48
+
+
+def test_a_worker_that_leaves_takes_its_queries():
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
+    config = GatewayConfig(worker_urls=tuple(urls), policy="cache_aware")
+    registry = WorkerRegistry(stale_after_s=60)
+    registry.set_urls(urls)
+    for url in urls:
+        registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())
+    waiting = WaitingRoom(4)
+    metrics = GatewayMetrics(waiting, registry)
+    router = Router(config, registry, waiting, metrics, session=None, rng=random.Random(0))
+    key = query_key(body([1, 2, 3]))
+    first = router.choose(key=key).url
+    assert router.choose(key=key).url == first and router.holders.get(key) == (first,)
+    _, removed = registry.set_urls([url for url in urls if url != first])
+    router.forget_workers(removed)  # as app.set_rotation does on a watch event
+    assert router.holders.get(key) == ()
+    registry.set_urls(urls)  # back with the same address (a new pod): not a holder
+    registry.record_answer(first, 0, registry.poll_started(first), time.monotonic())
+    router.choose(key=key)
+    assert metrics.affinity.labels(outcome="new")._value.get() == 2  # never a hit on a cold cache
+    assert metrics.affinity.labels(outcome="hit")._value.get() == 1
