@@ -20,7 +20,7 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
-from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
+from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
 from server.cascade_attention import NAME as CASCADE, PrefixSegments, cascade_reason, register
 from server.compiled_forward import ItemsForward
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
@@ -49,6 +49,8 @@ class ModelRunner:
         self._prefix_cache: dict[int, KV] = {}
         self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
         self.use_cascade = True  # False: every forward takes the masked layout (benchmarks compare)
+        # Item tokens a forward computes at most (batch_layout): on CPU bigger is slower per item.
+        self.max_forward_tokens = CPU_MAX_FORWARD_TOKENS if self.device.type == "cpu" else None
 
     @property
     def vocab_size(self) -> int:
@@ -103,7 +105,7 @@ class ModelRunner:
         num_computed = sum(len(r.prefix_ids) for r in new)
         groups = plan_groups([len(seq.own_ids) for seq in sequences],
                              [len(seq.request.prefix_ids) for seq in sequences],
-                             self.max_padding_fraction)
+                             self.max_padding_fraction, self.max_forward_tokens)
         scores: list[list[float]] = [[] for _ in sequences]
         for group in groups:
             rows = [sequences[row] for row in group.rows]
