@@ -66,12 +66,28 @@ def with_padding(runner: ModelRunner, max_padding_fraction: float) -> ModelRunne
     return ModelRunner(runner.model, runner.tokenizer, runner.device, max_padding_fraction)
 
 
+def masked(runner: ModelRunner) -> ModelRunner:
+    """The same weights, every forward over the padded cache with masks (no cascade attention)."""
+    other = ModelRunner(runner.model, runner.tokenizer, runner.device, runner.max_padding_fraction)
+    other.use_cascade = False
+    return other
+
+
+def capped(runner: ModelRunner, max_forward_tokens: int | None) -> ModelRunner:
+    """The same weights, forwards of at most `max_forward_tokens` item tokens (None: no cap)."""
+    other = ModelRunner(runner.model, runner.tokenizer, runner.device, runner.max_padding_fraction)
+    other.max_forward_tokens = max_forward_tokens
+    return other
+
+
 def build_configs(f32: ModelRunner, bf16: ModelRunner, t: int) -> dict:
     """name -> (runner, threads, requests per batch, mixed lengths)."""
     return {
-        f"float32, {t} threads, 1 request/batch": (f32, t, 1, False),
+        **{f"float32, {t} threads, {n} request{'s' * (n > 1)}/batch{layout}": (runner, t, n, False)
+           for n in (1, 2, 4) for layout, runner in (("", f32), (", masked layout", masked(f32)))},
+        **{f"float32, {t} threads, 4 requests/batch, forwards <= {cap} item tokens": (capped(f32, cap), t, 4, False)
+           for cap in (None, 1024, 4096)},
         "float32, 1 thread, 1 request/batch": (f32, 1, 1, False),
-        f"float32, {t} threads, 4 requests/batch": (f32, t, 4, False),
         f"bfloat16, {t} threads, 1 request/batch": (bf16, t, 1, False),
         **{f"float32, {t} threads, mixed lengths, 1 request/batch, <= {f:.0%} padding per forward":
            (with_padding(f32, f), t, 1, True) for f in (1.0, 0.15, 0.05, 0.0)},

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 # On a CPU the forward is compute-bound even at one row, so an extra, tighter forward costs little
 # and 5 % padding is a fair price for not cutting every group down to one row (docs/performance.md).
 MAX_PADDING_FRACTION = 0.05
+# On a CPU a forward of more item tokens than this is slower per item, not faster: its activations
+# leave the caches (measured: docs/performance.md, issue 28). A bigger scheduler batch is cut into
+# forwards of about this size; a GPU, which wants big forwards, gets no cap (None).
+CPU_MAX_FORWARD_TOKENS = 2048
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,14 @@ class Group:
 
 
 def plan_groups(own_lens: list[int], prefix_lens: list[int],
-                max_padding_fraction: float = MAX_PADDING_FRACTION) -> list[Group]:
+                max_padding_fraction: float = MAX_PADDING_FRACTION,
+                max_forward_tokens: int | None = None) -> list[Group]:
     """Groups covering every row exactly once, shortest rows first.
 
     Within a group, padding <= max_padding_fraction of its computed tokens (rows x longest own
-    length). max_padding_fraction=1 gives one group: the whole batch padded (the old layout).
+    length), and computed tokens <= max_forward_tokens unless the group is one row (None: no
+    cap). max_padding_fraction=1 and no cap give one group: the whole batch padded (the old
+    layout).
     """
     if len(own_lens) != len(prefix_lens):
         raise ValueError(f"{len(own_lens)} own lengths but {len(prefix_lens)} prefix lengths")
@@ -51,7 +58,8 @@ def plan_groups(own_lens: list[int], prefix_lens: list[int],
     for row in order:
         length = own_lens[row]  # sorted: the longest of the group if the row joins it
         computed = (len(rows) + 1) * length
-        fits = computed - num_own - length <= max_padding_fraction * computed
+        fits = (computed - num_own - length <= max_padding_fraction * computed
+                and (max_forward_tokens is None or computed <= max_forward_tokens))
         if rows and not fits:
             groups.append(Group(tuple(rows), own_lens[rows[-1]], num_own))
             rows, num_own = [], 0

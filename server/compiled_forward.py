@@ -60,6 +60,18 @@ class ItemsForward:
                         tuple(input_ids.shape))
             return _forward(self._decoder, input_ids, masks, positions, layers)
 
+    def cascade(self, input_ids, positions, implementation: str, **attention_kwargs) -> torch.Tensor:
+        """The same forward, own tokens only (no mask, no cache), through a registered attention
+        `implementation` that reads the prefix from `attention_kwargs` (cascade_attention.py)."""
+        config = self._decoder.config
+        previous = config._attn_implementation
+        config._attn_implementation = implementation  # read by every attention layer, this call only
+        try:
+            return self._decoder(input_ids=input_ids, position_ids=positions, use_cache=False,
+                                 **attention_kwargs).last_hidden_state
+        finally:
+            config._attn_implementation = previous
+
     def compile(self, warm_up) -> float:
         """Compile the graph on the first of WARM_UP_SHAPES, then check the others run without a
         compile; `warm_up(rows, own_tokens, prefix_slots)` runs a forward of that shape through

@@ -21,7 +21,8 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
-from server.batch_layout import MAX_PADDING_FRACTION, plan_groups
+from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
+from server.cascade_attention import NAME as CASCADE, PrefixSegments, cascade_reason, register
 from server.compiled_forward import ItemsForward
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
@@ -43,6 +44,7 @@ class ModelRunner:
         self.special_tokens = special_tokens_of(tokenizer)  # what it adds around a text (a BOS)
         self.device = torch.device(device)
         self._decoder = model.get_decoder()
+        register()  # the shared-prefix attention, for the forwards it computes exactly
         self._items_forward = ItemsForward(self._decoder)
         self._lm_head = model.get_output_embeddings()
         self._windows = layer_windows(model.config)  # mask key -> window
@@ -50,6 +52,9 @@ class ModelRunner:
         self.query_cache = QueryCache(query_cache_tokens)
         self._prefix_cache: dict[int, KV] = {}  # the batch being run's queries, by request id
         self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
+        self.use_cascade = True  # False: every forward takes the masked layout (benchmarks compare)
+        # Item tokens a forward computes at most (batch_layout): on CPU bigger is slower per item.
+        self.max_forward_tokens = CPU_MAX_FORWARD_TOKENS if self.device.type == "cpu" else None
 
     @property
     def vocab_size(self) -> int:
@@ -101,7 +106,7 @@ class ModelRunner:
         num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
         groups = plan_groups([len(seq.own_ids) for seq in sequences],
                              [len(seq.request.prefix_ids) for seq in sequences],
-                             self.max_padding_fraction)
+                             self.max_padding_fraction, self.max_forward_tokens)
         scores: list[list[float]] = [[] for _ in sequences]
         for group in groups:
             rows = [sequences[row] for row in group.rows]
@@ -162,26 +167,54 @@ class ModelRunner:
         return tuple(kept)
 
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
-        """float32 logits [batch, vocab] at each sequence's last token, in one forward pass."""
+        """float32 logits [batch, vocab] at each sequence's last token, in one forward pass:
+        the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
+        max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
+        # NOTE: the compiled graph (compile()) is of the masked layout; the cascade runs eager.
+        if self.use_cascade and not self.is_compiled and cascade_reason(
+                self._decoder.config, self.device, self._layer_windows, max_tokens) is None:
+            # The rows of a request side by side: each request's prefix is then one run of rows.
+            order = sorted(range(len(sequences)), key=lambda row: sequences[row].request.rid)
+            hidden = self._last_hidden([sequences[row] for row in order], cascade=True)
+            hidden = hidden[torch.tensor(order, device=self.device).argsort()]
+        else:
+            hidden = self._last_hidden(sequences, cascade=False)
+        return final_logits(self.model.config, self._lm_head(hidden)).float()
+
+    def _last_hidden(self, sequences: Seq[Sequence], cascade: bool) -> torch.Tensor:
+        """The decoder's last hidden state [batch, hidden] at each sequence's last token."""
         batch = len(sequences)
         prefix_lens = [len(seq.request.prefix_ids) for seq in sequences]
         own_lens = [len(seq.own_ids) for seq in sequences]
-        max_prefix, max_own = max(prefix_lens), max(own_lens)
+        max_own = max(own_lens)
 
         input_ids = torch.zeros(batch, max_own, dtype=torch.long)
         positions = torch.zeros(batch, max_own, dtype=torch.long)
         for row, seq in enumerate(sequences):
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
             positions[row] = prefix_lens[row] + torch.arange(max_own)
-        masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
-                 for kind, window in self._windows.items()}
-
-        hidden = self._items_forward(input_ids.to(self.device), masks[""] if "" in masks else masks,
-                                     positions.to(self.device),
-                                     self._batch_cache(sequences) if max_prefix else None)
+        input_ids, positions = input_ids.to(self.device), positions.to(self.device)
+        if cascade:
+            hidden = self._items_forward.cascade(input_ids, positions, CASCADE,
+                                                 scoring_prefix=self._prefix_segments(sequences))
+        else:
+            masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
+                     for kind, window in self._windows.items()}
+            hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions,
+                                         self._batch_cache(sequences) if max(prefix_lens) else None)
         last = torch.tensor(own_lens, device=self.device) - 1
-        hidden = hidden[torch.arange(batch, device=self.device), last]
-        return final_logits(self.model.config, self._lm_head(hidden)).float()
+        return hidden[torch.arange(batch, device=self.device), last]
+
+    def _prefix_segments(self, sequences: Seq[Sequence]) -> PrefixSegments:
+        """Each run of rows of one request with a prefix, and that prefix's cached keys and
+        values per layer (rows of a request must be side by side)."""
+        bounds, prefixes = [], []
+        for rid, rows in itertools.groupby(range(len(sequences)), lambda row: sequences[row].request.rid):
+            rows = list(rows)
+            if sequences[rows[0]].request.prefix_ids:
+                bounds.append((rows[0], rows[-1] + 1))
+                prefixes.append(self._prefix_cache[rid])
+        return PrefixSegments(tuple(bounds), tuple(zip(*prefixes)) if prefixes else ((),) * len(self._layer_windows))
 
     def _batch_cache(self, sequences: Seq[Sequence]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(keys, values) [batch, heads, slots, dim] per layer holding each row's kept prefix keys

@@ -36,6 +36,15 @@ def test_padding_is_counted():
     assert (group.num_computed_tokens, group.num_padding_tokens) == (10, 2)
 
 
+@pytest.mark.parametrize("cap, expected", [
+    (None, [(0, 1, 2, 3, 4)]),
+    (20, [(0, 1), (2, 3), (4,)]),   # 3 rows of 10 would compute 30 tokens
+    (5, [(0,), (1,), (2,), (3,), (4,)]),  # a row longer than the cap still runs, alone
+], ids=["no-cap", "cut-at-the-cap", "one-row-over-the-cap"])
+def test_a_forward_holds_at_most_max_forward_tokens(cap, expected):
+    assert rows_of(plan_groups([10] * 5, [50] * 5, 0.05, cap)) == expected
+
+
 def test_mismatched_lengths_are_refused():
     with pytest.raises(ValueError, match="prefix lengths"):
         plan_groups([1, 2], [0])

@@ -1,0 +1,107 @@
+"""Shared-prefix (cascade) attention for the items forward: no masked block is ever computed.
+
+The masked layout (attention_masks.py) puts each row's prefix keys and its own keys in one padded
+key range and hides, with an additive mask, what a query must not see: every query x key block is
+computed, and the prefix is copied into every row. Here each layer's attention is two dense calls
+merged by their log-sum-exp (FlashInfer's cascade attention):
+  (a) every row's queries against its request's prefix keys, all of them, no mask: the rows of one
+      request are folded into one long query run against the single [1, kv heads, n, dim] prefix
+      (no per-row copy of it, one large matmul instead of many small ones);
+  (b) every row's queries against its own keys with `is_causal` (right padding sits after every
+      real query, so no real query sees it).
+softmax over (a) and (b) together = their outputs weighted by exp(lse_part - lse_all), exactly.
+It holds only where no window cuts a key a query could otherwise see, where the attention is what
+SDPA computes (no soft-capping, no sinks), and on CPU, where torch's flash kernel returns the
+log-sum-exp (`cascade_reason()` says why not; the runner then takes the masked path).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence as Seq
+
+import torch
+
+NAME = "scoring_cascade"  # the attention implementation's name in transformers' registry
+SINK_FAMILIES = {"gpt_oss"}  # attention sinks: an extra logit per head, not SDPA's softmax
+
+
+@dataclass(frozen=True)
+class PrefixSegments:
+    """Which rows attend to which prefix: rows[start:end] share `layers[layer][segment]`, the
+    (keys, values) [1, kv heads, n, dim] of their request. Rows in no segment have no prefix."""
+
+    bounds: tuple[tuple[int, int], ...]
+    layers: tuple[tuple[tuple[torch.Tensor, torch.Tensor], ...], ...]  # [layer][segment]
+
+
+def cascade_reason(config, device: torch.device, windows: Seq[int | None], max_tokens: int) -> str | None:
+    """None if the cascade computes this forward exactly (sequences of at most `max_tokens`
+    tokens, prefix included); else why the masked path must run it."""
+    if device.type != "cpu":
+        return f"no log-sum-exp attention kernel wired for {device.type}"
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return f"attention implementation {config._attn_implementation!r} is not sdpa"
+    if getattr(config, "attn_logit_softcapping", None) is not None:
+        return "attention logits are soft-capped"
+    if config.model_type in SINK_FAMILIES:
+        return "attention sinks"
+    # A query sees a key q - k < window positions back: with every distance below the window,
+    # the window cuts nothing (and the prefix keeps all its keys: num_kept).
+    if any(window is not None and max_tokens > window for window in windows):
+        return "a sliding window cuts this batch's sequences"
+    return None
+
+
+def register() -> None:
+    """Put the cascade into transformers' attention registry (idempotent). No mask function is
+    registered under NAME, so the decoder builds no mask for it: the cascade needs none."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, cascade_attention)
+
+
+def cascade_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                      scoring_prefix: PrefixSegments | None = None, **kwargs):
+    """transformers' attention signature: query [rows, heads, L, dim], key/value the rows' own
+    [rows, kv heads, L, dim]; returns ([rows, L, heads, dim], None) as sdpa_attention_forward."""
+    if scoring_prefix is None or kwargs.get("s_aux") is not None or kwargs.get("softcap") is not None:
+        raise ValueError("the cascade attention runs only the runner's items forward (cascade_reason)")
+    out, lse = _attend(query, key, value, True, scaling)
+    for (start, end), (keys, values) in zip(scoring_prefix.bounds,
+                                            scoring_prefix.layers[module.layer_idx]):
+        rows = end - start
+        prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scaling)
+        out[start:end] = merge(_unflatten(prefix_out, rows), _unflatten(prefix_lse.unsqueeze(-1), rows),
+                               out[start:end], lse[start:end].unsqueeze(-1))
+    return out.transpose(1, 2).contiguous(), None
+
+
+def merge(out_a, lse_a, out_b, lse_b) -> torch.Tensor:
+    """Attention over keys A and B together from each part's output [.., L, dim] and float32
+    log-sum-exp [.., L, 1]: A's share of the softmax is exp(lse_a) / (exp(lse_a) + exp(lse_b)) =
+    sigmoid(lse_a - lse_b), B's the rest. Computed in float32, rounded once."""
+    share_a = torch.sigmoid(lse_a - lse_b)
+    if out_a.dtype == torch.float32:
+        return torch.lerp(out_b, out_a, share_a)
+    return torch.lerp(out_b.float(), out_a.float(), share_a).to(out_a.dtype)
+
+
+def _attend(query, key, value, is_causal: bool, scale) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output [B, heads, L, dim] laid out as the query, log-sum-exp [B, heads, L] float32);
+    grouped-query heads are read in place (the kernel maps query head h to kv head h // group)."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, is_causal, scale=scale)
+
+
+def _flatten(query: torch.Tensor) -> torch.Tensor:
+    """[rows, heads, L, dim] -> [1, heads, rows * L, dim]: every row's queries in one run against
+    the one prefix. No copy where the query is laid out [rows, L, heads, dim], as a projection
+    viewed into heads is."""
+    rows, heads, length, dim = query.shape
+    return query.transpose(1, 2).reshape(1, rows * length, heads, dim).transpose(1, 2)
+
+
+def _unflatten(flat: torch.Tensor, rows: int) -> torch.Tensor:
+    """The inverse of _flatten: [1, heads, rows * L, dim] -> [rows, heads, L, dim]."""
+    _, heads, num_queries, dim = flat.shape
+    return flat.transpose(1, 2).reshape(rows, num_queries // rows, heads, dim).transpose(1, 2)
