@@ -78,22 +78,28 @@ class Scheduler:
 
         FIFO without skipping: a large sequence at the head is never starved by small ones behind
         it. max_prefill_tokens shapes batches but refuses no sequence: one larger than it runs
-        alone. Admission guarantees every sequence fits max_total_tokens on its own.
+        alone; it counts what a batch's forwards compute, so a request's shared query counts once
+        per batch (prefill_cost), while max_total_tokens counts every sequence whole, as the token
+        usage does. Admission guarantees every sequence fits max_total_tokens on its own.
         """
         num_running = len(self.running)
         running_tokens = sum(seq.num_tokens for seq in self.running)
         batch: list[Sequence] = []
-        batch_tokens = 0
+        batch_tokens = prefill_tokens = 0
+        queries_in_batch: set[int] = set()
         while self.waiting:
             seq = self.waiting[0]
+            prefill = prefill_cost(seq, queries_in_batch)
             if (num_running + len(batch) + 1 > self.limits.max_running_requests
-                    or (batch and batch_tokens + seq.num_tokens > self.limits.max_prefill_tokens)
+                    or (batch and prefill_tokens + prefill > self.limits.max_prefill_tokens)
                     or running_tokens + batch_tokens + seq.num_tokens > self.limits.max_total_tokens):
                 break
             self.waiting.popleft()
             seq.status = SequenceStatus.RUNNING
             batch.append(seq)
             batch_tokens += seq.num_tokens
+            prefill_tokens += prefill
+            queries_in_batch.add(seq.request.rid)
         if not batch:
             return None
         self.running.extend(batch)
@@ -157,3 +163,10 @@ class Scheduler:
             num_running_tokens=sum(seq.num_tokens for seq in self.running),
             num_waiting_tokens=sum(seq.num_tokens for seq in self.waiting),
         )
+
+
+def prefill_cost(seq: Sequence, queries_in_batch: set[int]) -> int:
+    """Tokens `seq` adds to a batch's forwards: its own tokens, and its request's query (computed
+    once per batch, then shared by the request's items) unless the batch already holds it."""
+    shared = 0 if seq.request.rid in queries_in_batch else len(seq.request.prefix_ids)
+    return len(seq.own_ids) + shared

@@ -22,7 +22,8 @@ def limits(running=100, prefill=10_000, total=10_000, queued=100) -> SchedulerLi
     "limit, num_items, expected_batch",
     [
         pytest.param(limits(running=2), 5, 2, id="max_running_requests"),
-        pytest.param(limits(prefill=12), 5, 2, id="max_prefill_tokens"),  # 5 tokens/seq: 2 fit
+        # the query (2 tokens) counts once per batch: 5 + 3 + 3 fit in 12, a fourth would not
+        pytest.param(limits(prefill=12), 5, 3, id="max_prefill_tokens"),
         pytest.param(limits(total=16), 5, 3, id="max_total_tokens"),
         pytest.param(limits(), 5, 5, id="everything-fits"),
     ],
@@ -35,6 +36,17 @@ def test_schedule_respects_limits(limit, num_items, expected_batch):
     assert all(seq.status is SequenceStatus.RUNNING for seq in batch.sequences)
     assert scheduler.load().num_running == expected_batch
     assert scheduler.load().num_waiting == num_items - expected_batch
+
+
+def test_the_prefill_budget_counts_each_query_once_per_batch_as_the_forwards_compute_it():
+    scheduler = Scheduler(limits(prefill=2_000, total=100_000))
+    scheduler.add(make_request(10, prefix_len=1_000, item_len=50))
+    scheduler.add(make_request(10, prefix_len=1_000, item_len=50))
+    batch = scheduler.schedule()
+    # The first request whole: 1,000 + 10 x 50 = 1,500; the second's query would pass 2,000.
+    # (1 item if every item counted its query: 2 x 1,050 > 2,000.)
+    assert len(batch.sequences) == 10 and len(batch.requests) == 1
+    assert scheduler.load().num_running_tokens == 10 * 1_050  # usage still counts each whole
 
 
 def test_running_tokens_count_against_total_budget_until_released():
