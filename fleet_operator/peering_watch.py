@@ -148,7 +148,8 @@ def register(registry: kopf.OperatorRegistry, config: PeeringConfig, clock: Cloc
     """The watcher's start and stop, and a `leading` probe in /healthz's answer. Register after
     handlers.register: its start-up handler wraps the context that handlers.start made."""
     def start(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
-        gate = Gate(config.enabled, clock, wait_s=2 * config.poll_s)
+        # a poll to see the takeover, at most 1.5 for the old leader's gate to shut (_settle), slack
+        gate = Gate(config.enabled, clock, wait_s=3 * config.poll_s)
         memo.peering_gate = gate
         plain = memo.context.api
         memo.context = dataclasses.replace(

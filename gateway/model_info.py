@@ -2,8 +2,9 @@
 as it answered, so that a client that discovers the model through the fleet's address (OpenAI
 clients list /v1/models; SGLang's tools read /get_server_info) finds the served model.
 
-Ready workers are asked least loaded first, each within the poll timeout, until one answers 200;
-with none ready (all loading, or none known) the answer is the gateway's 503. Owns nothing.
+Fresh workers (ready, or draining and still answering) are asked least loaded first, each
+within the poll timeout, until one answers 200; with none (all loading, or none known) the answer
+is the gateway's 503. Owns nothing.
 """
 from __future__ import annotations
 

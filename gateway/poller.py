@@ -13,9 +13,7 @@ import aiohttp
 from gateway.key_check import KEY_RECHECK_S, probe_key
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
-
-# The server's /get_load header while its model loads (server/schemas.py: the body stays SGLang's).
-LOADING_HEADER = "X-Model-Loading"
+from scoringfleet_contract.facts import LOADING_HEADER
 
 
 def is_loading(headers) -> bool:

@@ -1,4 +1,4 @@
-"""Router: one /v1/score request from arrival to answer: choose a worker (waiting if none is
+"""Router: one /v1/score (or rerank) request from arrival to answer: choose a worker (waiting if none is
 fresh), forward, and retry once on another worker when that is safe.
 
 Retried: refused, no connection within the connect timeout, reset before any response byte, a
@@ -51,7 +51,9 @@ class Router:
         given) keeps the round-robin turn."""
         fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
         if self.config.policy == "cache_aware":
-            choice = affinity.choose(key, self.holders.get(key), fresh, self.balance, self.rng)
+            # A draining worker's load falls to 0: it would win as a holder and as the lightest.
+            serving = [w for w in fresh if not w.draining] or fresh
+            choice = affinity.choose(key, self.holders.get(key), serving, self.balance, self.rng)
             if choice.worker is not None:
                 self.metrics.affinity.labels(outcome=choice.outcome).inc()
                 if key is not None:  # it is computing the query from now on

@@ -125,8 +125,8 @@ class WorkerRegistry:
         if worker is None:
             return
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
-        if loading and not worker.loading:  # a new process (a restart): its key is checked anew
-            worker.key_accepted = None
+        if loading and not worker.loading:  # a new process (a restart): its key is checked anew,
+            worker.key_accepted, worker.draining = None, False  # and the old one's drain is over
         worker.loading = loading
         worker.num_sent_at_poll = mark
         self._changed(url)

@@ -71,6 +71,7 @@ HEALTH_PATH = "/health"                    # liveness (both); the gateway pods' 
 HEALTH_GENERATE_PATH = "/health_generate"  # the server's readiness
 READY_PATH = "/ready"                      # the gateway's: a usable worker
 LOAD_PATH = "/get_load"
+LOADING_HEADER = "X-Model-Loading"  # on /get_load's answer: "true" while the model loads
 METRICS_PATH = "/metrics"
 PROBE_PATHS = frozenset({HEALTH_PATH, HEALTH_GENERATE_PATH, READY_PATH})
 # Probes, polls and scrapes come many times a second per worker and would bury the lines that matter.

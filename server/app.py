@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE, error_body, is_authorized
+from scoringfleet_contract.facts import LOADING_HEADER, UNAUTHORIZED_MESSAGE, error_body, is_authorized
 from server.body_limit import BodySizeLimit
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
@@ -24,7 +24,7 @@ from server.errors import ClientDisconnected, NotFound, ScoreError, ServiceUnava
 from server.gc_freeze import freeze_gc
 from server.rerank import Reranker, rerank_response, score_request
 from server.rerank_schemas import RerankRequest, RerankResponse
-from server.schemas import LOADING_HEADER, ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
+from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,6 @@ class ErrorResponse(BaseModel):
     code: int
 
 
-# /get_load's header while the model loads ("true"; "false" once loaded), the body being SGLang's.
-LOADING_HEADER = "X-Model-Loading"
-
-
 class LoadEntry(BaseModel):
     """One data-parallel rank's load, as SGLang's /get_load reports it (counts in sequences)."""
 

@@ -1,7 +1,7 @@
 """Pure builders: FleetSpec -> the fleet's children as plain Kubernetes dicts, one module per kind.
 
-deployment.py, service.py, pdb.py, hpa.py, scaled_object.py, gateway.py, gateway_rbac.py and
-network_policy.py, inference_pool.py each return whole desired objects; build_children() says which the fleet should
+deployment.py, service.py, pdb.py, hpa.py, scaled_object.py, gateway.py, gateway_rbac.py,
+network_policy.py and inference_pool.py each return whole desired objects; build_children() says which the fleet should
 have (the HPA in hpa mode, the ScaledObject in keda mode, the gateway's five with
 spec.gateway.enabled, the NetworkPolicies unless spec.networkPolicy.enabled is false, the
 InferencePool with spec.inferencePool.enabled),

@@ -106,3 +106,22 @@ def test_a_worker_that_leaves_takes_its_queries():
     router.choose(key=key)
     assert metrics.affinity.labels(outcome="new")._value.get() == 2  # never a hit on a cold cache
     assert metrics.affinity.labels(outcome="hit")._value.get() == 1
+
+
+def test_a_draining_holder_is_passed_over_while_another_worker_serves():
+    # Its load falls to 0 as it drains: without the filter it would win as the least-loaded holder
+    # (and as the lightest worker, making the others look overloaded) and cost every request a 503.
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    config = GatewayConfig(worker_urls=tuple(urls), policy="cache_aware")
+    registry = WorkerRegistry(stale_after_s=60)
+    registry.set_urls(urls)
+    for url in urls:
+        registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())
+    waiting = WaitingRoom(4)
+    router = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session=None,
+                    rng=random.Random(0))
+    key = query_key(body([1, 2, 3]))
+    holder = router.choose(key=key).url
+    registry.record_draining(holder)
+    other = next(url for url in urls if url != holder)
+    assert all(router.choose(key=key).url == other for _ in range(10))

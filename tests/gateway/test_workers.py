@@ -113,3 +113,15 @@ def test_a_worker_that_starts_loading_again_is_a_new_process_whose_key_is_checke
     assert reg.fresh(1.5) == []
     reg.record_key(A, True)
     assert [w.url for w in reg.fresh(1.5)] == [A]
+
+
+def test_a_restarted_worker_is_no_longer_draining():
+    # A loading server answers 503 + Connection: close, which a routed request reads as draining;
+    # the new process's first answer ends the old one's drain (record_failure would have too).
+    reg = registry(A)
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.0)
+    reg.record_draining(A)
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.2, loading=True)  # restarted in place
+    reg.record_answer(A, 0, reg.poll_started(A), now=1.4)  # loaded
+    assert not reg.get(A).draining and reg.counts_by_state(1.5)["ready"] == 1
+
