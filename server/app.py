@@ -1,4 +1,4 @@
-"""create_app(config, engine): the HTTP surface. Routes, error mapping, lifespan; no scoring logic.
+"""create_app(config, engine, reranker): the HTTP surface. Routes, error mapping, lifespan; no scoring logic.
 
 Every error leaves as SGLang's error body ({"object": "error", "message", "type", "code"}). Request
 validation failures are 400 (SGLang's choice), not FastAPI's default 422.
@@ -33,9 +33,10 @@ ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 41
 
 def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None = None) -> FastAPI:
     """The app over `engine` (an Engine, or the EngineStartup that becomes one); `config` is the
-    resolved one the engine was built with. `reranker`: the rerank template when the caller knows
-    it (a server over a fake runner); else the one the model's load chose (EngineStartup.reranker).
-    Without one, /v1/rerank and /v2/rerank answer 404 saying how to get one."""
+    parsed one (an EngineStartup resolves device and dtype as it loads: engine.config after).
+    `reranker`: the rerank template when the caller knows it (a server over a fake runner); else
+    the one the model's load chose (EngineStartup.reranker). Without one, /v1/rerank and
+    /v2/rerank answer 404 saying how to get one."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await engine.start()

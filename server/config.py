@@ -52,7 +52,8 @@ class ServerConfig:
     device: Device = "auto"
     max_running_requests: int = field(default=256, metadata=flag("sequences in one forward batch"))
     max_prefill_tokens: int | None = field(default=None, metadata=flag(  # None: by device (resolve)
-        "tokens in one forward batch (a longer sequence runs alone); "
+        "tokens in one forward batch, a request's query once per batch where the forwards share it "
+        "(a longer sequence runs alone); "
         f"default {GPU_MAX_PREFILL_TOKENS} on CUDA, {CPU_MAX_PREFILL_TOKENS} on CPU"))
     max_total_tokens: int = field(default=65536, metadata=flag("tokens held by running sequences"))
     max_queued_requests: int = field(default=4096, metadata=flag(

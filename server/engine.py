@@ -60,6 +60,7 @@ class Engine:
             max_prefill_tokens=config.max_prefill_tokens,
             max_total_tokens=config.max_total_tokens,
             max_queued_requests=config.max_queued_requests,
+            count_query_once=getattr(runner, "shares_query_in_forward", False),
         ))
         self.input_limits = InputLimits(
             vocab_size=runner.vocab_size,

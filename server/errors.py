@@ -29,7 +29,7 @@ class NotFound(ScoreError):
 
 
 class ServiceUnavailable(ScoreError):
-    """Queue full or draining: the client should retry later, here or elsewhere."""
+    """Queue full, draining or the model still loading: the client should retry later, here or elsewhere."""
 
     status_code = 503
 

@@ -166,11 +166,18 @@ class ModelRunner:
                         else (keys, values))
         return tuple(kept)
 
+    @property
+    def shares_query_in_forward(self) -> bool:
+        """Every forward takes the shared-prefix attention, whatever its sequences' lengths: a
+        request's query is held once in it (the scheduler's prefill budget then counts it once)."""
+        return self.use_cascade and not self.is_compiled and cascade_reason(
+            self._decoder.config, self.device, self._layer_windows, self.max_context_tokens) is None
+
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
         """float32 logits [batch, vocab] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        # NOTE: the compiled graph (compile()) is of the masked layout; the cascade runs eager.
+        # NOTE: the compiled graph (compile()) is of the masked layout: compiled runners always take it.
         if self.use_cascade and not self.is_compiled and cascade_reason(
                 self._decoder.config, self.device, self._layer_windows, max_tokens) is None:
             # The rows of a request side by side: each request's prefix is then one run of rows.

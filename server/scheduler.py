@@ -21,6 +21,9 @@ class SchedulerLimits:
     max_prefill_tokens: int     # tokens in one forward batch
     max_total_tokens: int       # tokens held by running sequences
     max_queued_requests: int    # waiting sequences; beyond this, admission is refused
+    # The runner's forwards hold a request's query once (the shared-prefix attention), so the
+    # prefill budget may count it once per batch; else (a padded cache per row) every row whole.
+    count_query_once: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ class Scheduler:
 
         FIFO without skipping: a large sequence at the head is never starved by small ones behind
         it. max_prefill_tokens shapes batches but refuses no sequence: one larger than it runs
-        alone; it counts what a batch's forwards compute, so a request's shared query counts once
-        per batch (prefill_cost), while max_total_tokens counts every sequence whole, as the token
+        alone; it bounds what a batch's forwards hold: with count_query_once (the runner's
+        shared-prefix attention) a request's query counts at most once per batch (prefill_cost),
+        else every sequence whole; max_total_tokens counts every sequence whole, as the token
         usage does. Admission guarantees every sequence fits max_total_tokens on its own.
         """
         num_running = len(self.running)
@@ -89,7 +93,7 @@ class Scheduler:
         queries_in_batch: set[int] = set()
         while self.waiting:
             seq = self.waiting[0]
-            prefill = prefill_cost(seq, queries_in_batch)
+            prefill = prefill_cost(seq, queries_in_batch) if self.limits.count_query_once else seq.num_tokens
             if (num_running + len(batch) + 1 > self.limits.max_running_requests
                     or (batch and prefill_tokens + prefill > self.limits.max_prefill_tokens)
                     or running_tokens + batch_tokens + seq.num_tokens > self.limits.max_total_tokens):
@@ -166,7 +170,8 @@ class Scheduler:
 
 
 def prefill_cost(seq: Sequence, queries_in_batch: set[int]) -> int:
-    """Tokens `seq` adds to a batch's forwards: its own tokens, and its request's query (computed
-    once per batch, then shared by the request's items) unless the batch already holds it."""
+    """Tokens `seq` adds to a batch's shared-prefix forwards: its own tokens, and its request's
+    query (held once per batch, shared by the request's items) unless the batch already holds it;
+    at most once, since a query already held or cached is not computed again."""
     shared = 0 if seq.request.rid in queries_in_batch else len(seq.request.prefix_ids)
     return len(seq.own_ids) + shared

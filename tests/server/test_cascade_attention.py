@@ -174,3 +174,15 @@ def test_a_window_that_cuts_the_sequences_takes_the_masked_layout(tokenizer, for
     assert runner.model.config.sliding_window == WINDOW
     assert max_relative_error(runner) <= 1e-4
     assert forwards["cascade"] < forwards["masked"]  # only the groups shorter than the window
+
+
+def test_the_runner_says_its_forwards_hold_a_query_once_only_where_every_forward_takes_the_cascade(
+        tokenizer):
+    # The scheduler's prefill budget counts a query once per batch only then (count_query_once):
+    # a padded cache holds the query once per row, which the budget must still bound.
+    llama = ModelRunner(tiny_model("llama", len(tokenizer)), tokenizer)
+    assert llama.shares_query_in_forward
+    llama.use_cascade = False
+    assert not llama.shares_query_in_forward
+    windowed = ModelRunner(tiny_model("mistral", len(tokenizer)), tokenizer)  # a window that cuts
+    assert not windowed.shares_query_in_forward

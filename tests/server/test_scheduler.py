@@ -22,8 +22,7 @@ def limits(running=100, prefill=10_000, total=10_000, queued=100) -> SchedulerLi
     "limit, num_items, expected_batch",
     [
         pytest.param(limits(running=2), 5, 2, id="max_running_requests"),
-        # the query (2 tokens) counts once per batch: 5 + 3 + 3 fit in 12, a fourth would not
-        pytest.param(limits(prefill=12), 5, 3, id="max_prefill_tokens"),
+        pytest.param(limits(prefill=12), 5, 2, id="max_prefill_tokens"),  # 5 tokens/seq: 2 fit
         pytest.param(limits(total=16), 5, 3, id="max_total_tokens"),
         pytest.param(limits(), 5, 5, id="everything-fits"),
     ],
@@ -38,15 +37,18 @@ def test_schedule_respects_limits(limit, num_items, expected_batch):
     assert scheduler.load().num_waiting == num_items - expected_batch
 
 
-def test_the_prefill_budget_counts_each_query_once_per_batch_as_the_forwards_compute_it():
-    scheduler = Scheduler(limits(prefill=2_000, total=100_000))
+@pytest.mark.parametrize("count_query_once, expected", [(True, 10), (False, 1)],
+                         ids=["shared-prefix-forwards", "padded-rows"])
+def test_the_prefill_budget_counts_a_query_once_per_batch_where_the_forwards_hold_it_once(
+        count_query_once, expected):
+    scheduler = Scheduler(SchedulerLimits(100, 2_000, 100_000, 100, count_query_once=count_query_once))
     scheduler.add(make_request(10, prefix_len=1_000, item_len=50))
     scheduler.add(make_request(10, prefix_len=1_000, item_len=50))
     batch = scheduler.schedule()
-    # The first request whole: 1,000 + 10 x 50 = 1,500; the second's query would pass 2,000.
-    # (1 item if every item counted its query: 2 x 1,050 > 2,000.)
-    assert len(batch.sequences) == 10 and len(batch.requests) == 1
-    assert scheduler.load().num_running_tokens == 10 * 1_050  # usage still counts each whole
+    # Held once: the first request whole (1,000 + 10 x 50 = 1,500; the second's query would pass
+    # 2,000). A padded cache holds the query per row: 2 x 1,050 > 2,000, so one item.
+    assert len(batch.sequences) == expected and len(batch.requests) == 1
+    assert scheduler.load().num_running_tokens == expected * 1_050  # usage counts each whole
 
 
 def test_running_tokens_count_against_total_budget_until_released():
