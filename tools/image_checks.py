@@ -1,7 +1,7 @@
 """`make test-image`'s checks of the two built images (tools/images.py builds them first).
 
 The server image, with a read-only root and only /cache writable (as the operator's pods run it),
-starts as 65532, gets healthy and answers the README's request with the baked-in model. The control
+starts as 65532, gets ready and answers the README's request with the baked-in model. The control
 image runs `python -m fleet_operator --help` and `python -m gateway --help`, imports every module
 of both packages, has no torch or transformers, runs as 65532 and is under MAX_CONTROL_BYTES.
 Each check prints one line; the first failure ends the run with what it saw.
@@ -83,16 +83,18 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_healthy(base: str, name: str, engine: str, started: float) -> float:
+def _wait_ready(base: str, name: str, engine: str, started: float) -> float:
+    # Readiness, not /health: the server answers /health from its first second, while the model
+    # loads (a 503 here is an HTTPError, an OSError: keep waiting).
     while True:
         try:
-            urllib.request.urlopen(f"{base}/health", timeout=4).close()
+            urllib.request.urlopen(f"{base}/health_generate", timeout=4).close()
             return time.monotonic() - started
         except OSError:
             state = subprocess.run([engine, "inspect", "--format", "{{.State.Running}}", name],
                                    capture_output=True, text=True).stdout.strip()
             if state != "true" or time.monotonic() - started > HEALTHY_TIMEOUT_S:
-                raise CheckFailed(f"the server never answered /health (running: {state or 'gone'})") from None
+                raise CheckFailed(f"the server never became ready (running: {state or 'gone'})") from None
             time.sleep(1)
 
 
@@ -120,8 +122,8 @@ def check_server(engine: str, image: str) -> Iterator[str]:
           "--publish", f"127.0.0.1:{port}:30000", image])
     started, base = time.monotonic(), f"http://127.0.0.1:{port}"
     try:
-        healthy_s = _wait_healthy(base, name, engine, started)
-        yield f"server: healthy after {healthy_s:.0f} s (read-only root, /cache a tmpfs)"
+        ready_s = _wait_ready(base, name, engine, started)
+        yield f"server: ready after {ready_s:.0f} s (read-only root, /cache a tmpfs)"
         yield f"server: the seed request scored {_score(base)}"
         uid = _run([engine, "exec", name, "id", "-u"]).strip()
         if uid != RUN_AS:
