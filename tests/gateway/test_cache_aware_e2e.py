@@ -85,8 +85,8 @@ def test_a_hot_query_of_48_concurrent_requests_is_served_by_several_workers(tmp_
         assert outcomes == 48
 
 
-def test_a_worker_that_leaves_takes_its_queries():
-    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
+def cache_aware_router(urls: list[str]) -> tuple[Router, WorkerRegistry, GatewayMetrics]:
+    """A cache_aware Router over `urls`, each answered idle just now (no network: choose() only)."""
     config = GatewayConfig(worker_urls=tuple(urls), policy="cache_aware")
     registry = WorkerRegistry(stale_after_s=60)
     registry.set_urls(urls)
@@ -94,7 +94,12 @@ def test_a_worker_that_leaves_takes_its_queries():
         registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())
     waiting = WaitingRoom(4)
     metrics = GatewayMetrics(waiting, registry)
-    router = Router(config, registry, waiting, metrics, session=None, rng=random.Random(0))
+    return Router(config, registry, waiting, metrics, session=None, rng=random.Random(0)), registry, metrics
+
+
+def test_a_worker_that_leaves_takes_its_queries():
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"]
+    router, registry, metrics = cache_aware_router(urls)
     key = query_key(body([1, 2, 3]))
     first = router.choose(key=key).url
     assert router.choose(key=key).url == first and router.holders.get(key) == (first,)
@@ -112,14 +117,7 @@ def test_a_draining_holder_is_passed_over_while_another_worker_serves():
     # Its load falls to 0 as it drains: without the filter it would win as the least-loaded holder
     # (and as the lightest worker, making the others look overloaded) and cost every request a 503.
     urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
-    config = GatewayConfig(worker_urls=tuple(urls), policy="cache_aware")
-    registry = WorkerRegistry(stale_after_s=60)
-    registry.set_urls(urls)
-    for url in urls:
-        registry.record_answer(url, 0, registry.poll_started(url), time.monotonic())
-    waiting = WaitingRoom(4)
-    router = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session=None,
-                    rng=random.Random(0))
+    router, registry, _ = cache_aware_router(urls)
     key = query_key(body([1, 2, 3]))
     holder = router.choose(key=key).url
     registry.record_draining(holder)
