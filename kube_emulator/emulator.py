@@ -60,7 +60,8 @@ class KubeEmulator(ScaffoldBase):
     # --- HTTP entry (kmock_seam calls it for every request) ---
 
     async def serve(self, request: Request, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        fault = self.faults.take(raw.method, raw.path_qs, raw.headers.get('User-Agent', ''))
+        body = (await raw.read()).decode(errors='replace')  # aiohttp keeps it for the handlers
+        fault = self.faults.take(raw.method, raw.path_qs, raw.headers.get('User-Agent', ''), body)
         if fault is not None:
             injected = ApiError(fault.status, fault.reason, f'injected fault on {raw.method} {raw.path}')
             return aiohttp.web.json_response(injected.status(), status=fault.status)

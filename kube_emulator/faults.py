@@ -16,14 +16,17 @@ REASONS = {409: 'Conflict', 429: 'TooManyRequests', 500: 'InternalError', 502: '
 
 @dataclass
 class FaultRule:
-    """Answer requests whose method matches (None: any) and whose path and query match
-    `path_regex` (re.search) with `status`, `times` times (None: until cleared)."""
+    """Answer requests whose method matches (None: any), whose path and query match `path_regex`
+    and, when given, whose body matches `body_regex` (re.search) with `status`, `times` times (None:
+    until cleared). The body tells apart clients that send the same request to the same path (e.g.
+    kopf's keep-alives, one peer's entry each)."""
 
     method: str | None
     path_regex: str
     status: int
     times: int | None
     hits: int = 0
+    body_regex: str | None = None
 
     @property
     def reason(self) -> str:
@@ -33,9 +36,10 @@ class FaultRule:
     def is_spent(self) -> bool:
         return self.times is not None and self.hits >= self.times
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, body: str = '') -> bool:
         return ((self.method is None or self.method.upper() == method.upper())
-                and re.search(self.path_regex, path) is not None)
+                and re.search(self.path_regex, path) is not None
+                and (self.body_regex is None or re.search(self.body_regex, body) is not None))
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,14 @@ class Faults:
         self._log: list[LoggedRequest] = []
         self._watch_epoch = 0
 
-    def inject(self, method: str | None, path_regex: str, status: int, times: int | None) -> FaultRule:
+    def inject(self, method: str | None, path_regex: str, status: int, times: int | None,
+               body_regex: str | None = None) -> FaultRule:
         """Add a rule (checked in the order added); returns it, so a test can read its `hits`."""
         if not 400 <= status <= 599:
             raise ValueError(f'an injected fault is an HTTP error status, got {status}')
-        re.compile(path_regex)  # a bad pattern fails here, in the test, not inside the server
-        rule = FaultRule(method, path_regex, status, times)
+        for pattern in (path_regex, body_regex or ''):
+            re.compile(pattern)  # a bad pattern fails here, in the test, not inside the server
+        rule = FaultRule(method, path_regex, status, times, body_regex=body_regex)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -67,12 +73,12 @@ class Faults:
         with self._lock:
             self._rules.clear()
 
-    def take(self, method: str, path: str, user_agent: str = '') -> FaultRule | None:
+    def take(self, method: str, path: str, user_agent: str = '', body: str = '') -> FaultRule | None:
         """Log the request; the first unspent rule that matches it, counting the hit, or None."""
         with self._lock:
             self._log.append(LoggedRequest(time.monotonic(), method, path, user_agent))
             for rule in self._rules:
-                if not rule.is_spent and rule.matches(method, path):
+                if not rule.is_spent and rule.matches(method, path, body):
                     rule.hits += 1
                     return rule
         return None

@@ -251,11 +251,12 @@ class KubeApi:
     # --- fault injection (kube_emulator/faults.py) ---
 
     def inject(self, method: str | None = None, path_regex: str = '', status: int = 503,
-               times: int | None = 1) -> FaultRule:
+               times: int | None = 1, body_regex: str | None = None) -> FaultRule:
         """Answer the next `times` requests (None: all until clear_faults) whose method matches
-        (None: any) and whose path+query matches `path_regex` (re.search) with a metav1 Status
-        error of `status` instead of serving them. Returns the rule; `.hits` counts its uses."""
-        return self.emulator.faults.inject(method, path_regex, status, times)
+        (None: any), whose path+query matches `path_regex` and, when given, whose body matches
+        `body_regex` (re.search) with a metav1 Status error of `status` instead of serving them.
+        Returns the rule; `.hits` counts its uses."""
+        return self.emulator.faults.inject(method, path_regex, status, times, body_regex)
 
     def clear_faults(self) -> None:
         self.emulator.faults.clear()

@@ -28,6 +28,16 @@ RULES = {
 }
 
 
+def test_a_body_pattern_tells_apart_clients_that_send_to_the_same_path(kube_api):
+    kube_api.create(_configmap('d'))
+    rule = kube_api.inject('PATCH', r'/configmaps/d$', status=500, times=None, body_regex=r'"k": "mine"')
+    merge = 'application/merge-patch+json'
+    assert kube_api.request('PATCH', f'{CONFIGMAPS}/d', {'data': {'k': 'mine'}}, merge)[0] == 500
+    code, body = kube_api.request('PATCH', f'{CONFIGMAPS}/d', {'data': {'k': 'theirs'}}, merge)
+    assert code == 200 and body['data'] == {'k': 'theirs'}  # the body was still read by the server
+    assert rule.hits == 1
+
+
 @pytest.mark.parametrize('rule, method, path, matches', RULES.values(), ids=RULES.keys())
 def test_rule_matching(rule, method, path, matches):
     assert rule.matches(method, path) is matches

@@ -141,7 +141,9 @@ def test_a_leader_whose_keep_alives_fail_stops_writing(kube_api, pair, pods):
     cluster.apply(native_fleet(port))
     add_pod(kube_api, 0, port)
     wait_for(lambda: a.writes(kube_api, 0), "the leader's first write", timeout_s=20)
-    rule = kube_api.inject("PATCH", f"{PEERING_PATH}$", 500, times=None)
+    # Only the leader's keep-alives fail (kopf's PATCH names its own entry): op-b stays live and
+    # takes over. Were both failing, the first whose keep-alive lands again would lead, either one.
+    rule = kube_api.inject("PATCH", f"{PEERING_PATH}$", 500, times=None, body_regex=f'"{a.identity}":')
     failing = time.monotonic()
     metrics[0].body = load(64)  # the leader may still act on this within its lease, never after
     time.sleep(LIFETIME_S + 2)
@@ -150,7 +152,7 @@ def test_a_leader_whose_keep_alives_fail_stops_writing(kube_api, pair, pods):
     assert rule.hits > 0
     assert a.health()[0] == 200, "liveness must hold while paused"
     kube_api.clear_faults()
-    # Keep-alives land again: the replica that lost its lease stays a standby; b leads and decides.
+    # Keep-alives land again: the replica that lost its lease stays a standby; b, which took over, decides.
     healed = time.monotonic()
     metrics[0].body = load(128)
     wait_for(lambda: b.writes(kube_api, healed), "op-b taking over", timeout_s=30)
