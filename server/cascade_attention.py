@@ -13,9 +13,17 @@ softmax over (a) and (b) together = their outputs weighted by exp(lse_part - lse
 It holds only where no window cuts a key a query could otherwise see, where the attention is what
 SDPA computes (no soft-capping, no sinks), and on CPU, where torch's flash kernel returns the
 log-sum-exp (`cascade_reason()` says why not; the runner then takes the masked path).
+
+Each layer's attention is one opaque custom op (`scoringfleet::cascade_attention`) that reads the
+forward's PrefixSegments from a per-thread slot (`prefix_segments()`), as vLLM's attention op reads
+its forward context: torch.compile then traces the decoder around it as one graph whatever the
+batch's requests, prefix lengths and segments (none of them is a guard), and never into it.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Sequence as Seq
 
@@ -60,20 +68,51 @@ def register() -> None:
     AttentionInterface.register(NAME, cascade_attention)
 
 
-def cascade_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                      scoring_prefix: PrefixSegments | None = None, **kwargs):
+_forward = threading.local()  # .segments: the PrefixSegments of the forward this thread runs
+
+
+@contextlib.contextmanager
+def prefix_segments(segments: PrefixSegments) -> Iterator[None]:
+    """The prefixes every cascade attention layer reads during one items forward on this thread."""
+    _forward.segments = segments
+    try:
+        yield
+    finally:
+        _forward.segments = None
+
+
+def cascade_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """transformers' attention signature: query [rows, heads, L, dim], key/value the rows' own
     [rows, kv heads, L, dim]; returns ([rows, L, heads, dim], None) as sdpa_attention_forward."""
-    if scoring_prefix is None or kwargs.get("s_aux") is not None or kwargs.get("softcap") is not None:
-        raise ValueError("the cascade attention runs only the runner's items forward (cascade_reason)")
-    out, lse = _attend(query, key, value, True, scaling)
-    for (start, end), (keys, values) in zip(scoring_prefix.bounds,
-                                            scoring_prefix.layers[module.layer_idx]):
+    if kwargs.get("s_aux") is not None or kwargs.get("softcap") is not None:
+        raise ValueError("the cascade attention computes plain softmax attention only (cascade_reason)")
+    return torch.ops.scoringfleet.cascade_attention(query, key, value, module.layer_idx, scaling), None
+
+
+@torch.library.custom_op("scoringfleet::cascade_attention", mutates_args=())
+def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layer: int,
+                scale: float | None) -> torch.Tensor:
+    segments = getattr(_forward, "segments", None)
+    if segments is None:
+        raise ValueError("the cascade attention runs only inside prefix_segments(): the runner's items forward")
+    return _attend_with_prefix(query, key, value, segments.bounds, segments.layers[layer], scale)
+
+
+@_cascade_op.register_fake
+def _(query, key, value, layer, scale):
+    rows, heads, length, dim = query.shape
+    return query.new_empty(rows, length, heads, dim)
+
+
+def _attend_with_prefix(query, key, value, bounds, prefixes, scale) -> torch.Tensor:
+    """[rows, L, heads, dim]: each row's queries over its own keys (causal) and its segment's prefix."""
+    out, lse = _attend(query, key, value, True, scale)
+    for (start, end), (keys, values) in zip(bounds, prefixes):
         rows = end - start
-        prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scaling)
+        prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scale)
         out[start:end] = merge(_unflatten(prefix_out, rows), _unflatten(prefix_lse.unsqueeze(-1), rows),
                                out[start:end], lse[start:end].unsqueeze(-1))
-    return out.transpose(1, 2).contiguous(), None
+    return out.transpose(1, 2).contiguous()
 
 
 def merge(out_a, lse_a, out_b, lse_b) -> torch.Tensor:

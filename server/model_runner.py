@@ -23,7 +23,7 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
 from server.cascade_attention import NAME as CASCADE, PrefixSegments, cascade_reason, register
-from server.compiled_forward import ItemsForward
+from server.compiled_forward import CASCADE as CASCADE_LAYOUT, MASKED, ItemsForward
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
@@ -87,10 +87,16 @@ class ModelRunner:
     def is_compiled(self) -> bool:
         return self._items_forward.is_compiled
 
-    def compile(self) -> float:
-        """Compile the items forward (compiled_forward.py) and warm it on synthetic batches; call
-        before serving. Returns the seconds it took."""
-        return self._items_forward.compile(self._warm_up)
+    def compile(self, freeze: bool = False) -> float:
+        """Compile the items forward (compiled_forward.py) in the layout every forward takes
+        (the shared-prefix one where shares_query_in_forward, else the masked one) and warm it on
+        synthetic batches; call before serving. Returns the seconds it took."""
+        cascade = self.shares_query_in_forward
+        previous, self.use_cascade = self.use_cascade, cascade  # the warm-up takes that layout
+        try:
+            return self._items_forward.compile(self._warm_up, CASCADE_LAYOUT if cascade else MASKED, freeze)
+        finally:
+            self.use_cascade = previous
 
     def _warm_up(self, rows: int, own_tokens: int, prefix_tokens: int) -> None:
         ids = tuple(i % self.vocab_size for i in range(prefix_tokens + own_tokens))
@@ -170,15 +176,14 @@ class ModelRunner:
     def shares_query_in_forward(self) -> bool:
         """Every forward takes the shared-prefix attention, whatever its sequences' lengths: a
         request's query is held once in it (the scheduler's prefill budget then counts it once)."""
-        return self.use_cascade and not self.is_compiled and cascade_reason(
+        return self.use_cascade and cascade_reason(
             self._decoder.config, self.device, self._layer_windows, self.max_context_tokens) is None
 
     def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
         """float32 logits [batch, vocab] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        # NOTE: the compiled graph (compile()) is of the masked layout: compiled runners always take it.
-        if self.use_cascade and not self.is_compiled and cascade_reason(
+        if self.use_cascade and cascade_reason(
                 self._decoder.config, self.device, self._layer_windows, max_tokens) is None:
             # The rows of a request side by side: each request's prefix is then one run of rows.
             order = sorted(range(len(sequences)), key=lambda row: sequences[row].request.rid)
@@ -202,8 +207,7 @@ class ModelRunner:
             positions[row] = prefix_lens[row] + torch.arange(max_own)
         input_ids, positions = input_ids.to(self.device), positions.to(self.device)
         if cascade:
-            hidden = self._items_forward.cascade(input_ids, positions, CASCADE,
-                                                 scoring_prefix=self._prefix_segments(sequences))
+            hidden = self._items_forward.cascade(input_ids, positions, CASCADE, self._prefix_segments(sequences))
         else:
             masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
                      for kind, window in self._windows.items()}

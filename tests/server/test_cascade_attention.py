@@ -10,7 +10,7 @@ import transformers
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AutoTokenizer
 
-from server.cascade_attention import PrefixSegments, cascade_attention, cascade_reason, merge
+from server.cascade_attention import PrefixSegments, cascade_attention, cascade_reason, merge, prefix_segments
 from server.compiled_forward import ItemsForward
 from server.model_runner import ModelRunner
 from tests.server.test_model_zoo import WINDOW, max_relative_error, tiny_model, zoo_requests
@@ -67,8 +67,8 @@ def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype,
     query, keys, values, prefixes = random_case(dtype)
     segments = PrefixSegments(tuple((start, end) for start, end, _ in layout),
                               (tuple(prefixes[name] for _, _, name in layout),))
-    out, weights = cascade_attention(Layer(), query, keys, values, None, scaling=0.3,
-                                     scoring_prefix=segments)
+    with prefix_segments(segments):
+        out, weights = cascade_attention(Layer(), query, keys, values, None, scaling=0.3)
     assert weights is None and out.shape == (ROWS, OWN, HEADS, DIM) and out.dtype == dtype
     prefix_of = {row: prefixes[name] for start, end, name in layout for row in range(start, end)}
     for row in range(ROWS):
@@ -87,9 +87,9 @@ def test_merge_weighs_each_part_by_its_share_of_the_softmax():
     torch.testing.assert_close(merge(*parts[0], *parts[1]), whole)
 
 
-def test_cascade_refuses_a_forward_it_was_not_given_a_prefix_for():
+def test_cascade_refuses_a_forward_it_was_not_given_the_prefixes_of():
     query, keys, values, _ = random_case(torch.float32)
-    with pytest.raises(ValueError, match="cascade_reason"):
+    with pytest.raises(ValueError, match="prefix_segments"):
         cascade_attention(Layer(), query, keys, values, None, scaling=0.3)
 
 

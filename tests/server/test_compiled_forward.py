@@ -1,19 +1,28 @@
 """compiled_forward: which shapes the one compiled graph covers, and (slow: a compile takes
 minutes on a small CPU) that the compiled runner scores exactly as the eager one in float32, on
-batch shapes it never saw, without compiling again."""
+batch shapes it never saw, without compiling again: in the shared-prefix layout (the graph around
+the opaque cascade attention op), with and without frozen weights, and in the masked layout (a
+model whose sliding window cuts its sequences)."""
 from __future__ import annotations
 
 import random
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
-from server.compiled_forward import WARM_UP_SHAPES, compilable
+from server.compiled_forward import CASCADE, MASKED, WARM_UP_SHAPES, compilable
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
+from tests.server.test_model_zoo import tiny_model
 
 LABELS = ScoringOptions((5, 17, 42), False)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 @pytest.mark.parametrize(("rows", "own", "slots", "expected"), [
@@ -39,21 +48,35 @@ def random_requests(rng: random.Random, vocab: int) -> list[Request]:
             for _ in range(rng.randint(1, 3))]
 
 
-@pytest.mark.slow
-def test_compiled_runner_scores_as_eager_without_recompiling(tiny_model_dir):
-    model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
-    eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
-    assert compiled.compile() > 0 and compiled.is_compiled and not eager.is_compiled
-    rng = random.Random(0)
+def compiled_scores_as_eager(eager: ModelRunner, compiled: ModelRunner, rng: random.Random) -> None:
     shapes = set()
     for _ in range(6):  # 1-row, 1-token and query-less batches among them: those run eager
         sequences = [seq for request in random_requests(rng, eager.vocab_size)
                      for seq in request.sequences]
         expected, got = eager.run(sequences).scores, compiled.run(sequences).scores
-        for row, expected_row in zip(got, expected):
+        for row, expected_row in zip(got, expected, strict=True):
             assert row == pytest.approx(expected_row, abs=1e-6)
         eager.keep_only(())
         compiled.keep_only(())
         shapes.add(len(sequences))
     assert compiled._items_forward.num_eager_fallbacks == 0
     assert len(shapes) > 2  # the graph served batch shapes the warm-up never ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("freeze", [False, True], ids=["weights", "frozen-weights"])
+def test_compiled_runner_scores_as_eager_without_recompiling(tiny_model_dir, freeze):
+    model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
+    eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
+    assert compiled.compile(freeze) > 0 and compiled.is_compiled and not eager.is_compiled
+    assert compiled._items_forward.compiled_layout == CASCADE and compiled.shares_query_in_forward
+    compiled_scores_as_eager(eager, compiled, random.Random(0))
+
+
+@pytest.mark.slow
+def test_a_model_whose_window_cuts_compiles_the_masked_layout(tokenizer):
+    model = tiny_model("mistral", len(tokenizer))  # a window shorter than its sequences
+    eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
+    compiled.compile()
+    assert compiled._items_forward.compiled_layout == MASKED and compiled.use_cascade
+    compiled_scores_as_eager(eager, compiled, random.Random(1))
