@@ -1,13 +1,14 @@
-"""`python -m bench.compare`: in ONE run, items/s of (1) the naive one-forward-per-item loop,
-(2) the offline batched path (ModelRunner.run, no HTTP, no scheduler), (3) the server over HTTP at
+"""`python -m bench.compare`: in ONE run, items/s of (1) the naive one-forward-per-item loop, (2) the
+offline batched path (ModelRunner.run, no HTTP, no scheduler), (3) the server over HTTP at
 saturation (closed loop), interleaved per repeat on the same requests, medians of the repeats; the
 same (2)/(3) in the other dtype and the label-probability difference between dtypes; per dtype, the
 plain batched transformers forward (P: query+item for every item, one forward per request) on the
-same requests, the tokens each path computes per item, and every path's fraction of the machine's
-matmul ceiling in that dtype, timed in the same repeat (bench/ceiling.py); (4) requests/s
-of the scheduler + HTTP with a model that costs nothing; (5) the server's peak RSS under load;
-(6) on the first server, the uniform and the mixed-length workload's real tokens/s and the share of
-computed tokens that were padding, from the server's own counters.
+same requests, eager and compiled (Pc: torch.compile, with inductor freezing by default), the tokens
+each path computes per item, and every path's fraction of the machine's matmul ceiling in that
+dtype, timed in the same repeat (bench/ceiling.py); (4) requests/s of the scheduler + HTTP with a
+model that costs nothing; (5) the server's peak RSS under load; (6) on the first server, the uniform
+and the mixed-length workload's real tokens/s and the share of computed tokens that were padding,
+from the server's own counters.
 
 Only ratios measured side by side mean anything on a shared machine; absolute numbers move.
 """
@@ -96,7 +97,9 @@ def format_report(report: Report) -> str:
     ratios = [("server / naive", "3", "1"), ("server / offline", "3", "2"),
               ("offline / naive", "2", "1"), ("server / plain batched", "3", "P"),
               ("server / naive", "3b", "1"), ("server / offline", "3b", "2b"),
-              ("server / plain batched", "3b", "Pb")]
+              ("server / plain batched", "3b", "Pb"), ("server / plain compiled", "3", "Pc"),
+              ("server / plain compiled", "3b", "Pcb"), ("plain compiled / plain batched", "Pc", "P"),
+              ("plain compiled / plain batched", "Pcb", "Pb")]
     lines.append("")
     for label, num, den in ratios:
         if num in report.paths and den in report.paths:
@@ -111,13 +114,13 @@ def format_ceilings(report: Report) -> list[str]:
     and the tokens per item each path computed."""
     if not report.ceilings:
         return []
-    lines = ["", "| dtype | matmul GFLOP/s (best) | ceiling items/s | plain batched | offline | "
-             "server | server / plain batched | tokens per item: plain / server |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["", "| dtype | matmul GFLOP/s (best) | ceiling items/s | plain batched | plain compiled | "
+             "offline | server | server / plain batched | tokens per item: plain / server |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for suffix, ceilings in report.ceilings.items():
         ceiling = max(ceilings, key=lambda c: c.matmul_gflops)
         cells = [f"{ceiling.fraction(report.paths[k + suffix].median):.2f}"
-                 if k + suffix in report.paths else "-" for k in ("P", "2", "3")]
+                 if k + suffix in report.paths else "-" for k in ("P", "Pc", "2", "3")]
         has_both = {"3" + suffix, "P" + suffix} <= report.paths.keys()
         ratio = f"{report.ratio('3' + suffix, 'P' + suffix):.2f}x" if has_both else "-"
         tokens = " / ".join(f"{report.tokens_per_item.get(k + suffix, 0):.0f}" for k in "P3")
@@ -167,10 +170,10 @@ def server_run(server: ServerProcess, bodies: list[ScoreBody], concurrency: int,
 
 def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: ServerProcess,
                   batches: list[list[ScoreBody]], args, naive_model=None,
-                  mixed_batches: list[list[ScoreBody]] | None = None) -> list:
-    """Interleaved repeats of (naive), plain batched, offline, server (and the server on mixed
-    lengths) on the same bodies, then the matmul ceiling; returns the offline scores of every
-    repeat, for the dtype comparison."""
+                  mixed_batches: list[list[ScoreBody]] | None = None, plain_compiled=None) -> list:
+    """Interleaved repeats of (naive), plain batched (eager, and compiled when given), offline,
+    server (and the server on mixed lengths) on the same bodies, then the matmul ceiling; returns
+    the offline scores of every repeat, for the dtype comparison."""
     rss: list[float] = []
     scores = []
     for repeat, bodies in enumerate(batches, 1):
@@ -181,6 +184,10 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
         plain = offline.measure_plain_batched(runner.model, bodies)
         report.path("P" + suffix, "plain batched forward: query+item per item, one forward a "
                     "request", dtype).runs.append(plain.items_per_s)
+        if plain_compiled is not None:
+            frozen = " with inductor freezing" if args.plain_compile == "freeze" else ""
+            report.path("Pc" + suffix, f"the same, torch.compile{frozen}", dtype).runs.append(
+                offline.measure_plain_batched(plain_compiled, bodies).items_per_s)
         measured = offline.measure_runner(runner, bodies)
         report.path("2" + suffix, "offline: ModelRunner.run per request, no HTTP",
                     dtype).runs.append(measured.items_per_s)
@@ -190,7 +197,8 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
         report.path("3" + suffix, f"server{compiled} over HTTP, closed loop, {args.concurrency} "
                     "in flight", dtype).runs.append(run.items_per_s)
         record_ceiling(report, suffix, dtype, runner.model, bodies[0], run)
-        keys = (["1"] if naive_model is not None else []) + [k + suffix for k in ("P", "2", "3")]
+        keys = (["1"] if naive_model is not None else []) + [
+            k + suffix for k in ("P", "Pc", "2", "3") if k + suffix in report.paths]
         progress(f"{dtype} repeat {repeat}/{len(batches)}: " + ", ".join(
             f"{key} {report.paths[key].runs[-1]:.2f}" for key in keys) + " items/s; ceiling "
             f"{report.ceilings[suffix][-1].items_per_s:.1f}; peak running "
@@ -282,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--compile", action="store_true",
         help="start the servers with --compile (rows 3 and 3b; compiling takes minutes before "
              "they are ready); the in-process rows stay eager")
+    add("--plain-compile", choices=["none", "compile", "freeze"], default="freeze",
+        help="row Pc: the plain batched forward under torch.compile (freeze: with inductor's "
+             "freezing, the fastest torch reaches on it; compiling takes minutes); none: skip")
     add("--threads", type=int, default=None,
         help="torch threads in-process and in the servers (--num-threads; default: torch's)")
     return parser
@@ -320,9 +331,11 @@ def main(argv: list[str] | None = None) -> int:
             server.wait_ready(1800 if args.compile else 180)
             progress(f"{dtype}: warming up")
             warm_up(runner, server, warm, args, naive_model)
+            plain_compiled = (None if args.plain_compile == "none" else
+                              offline.compiled_plain(runner.model, warm, args.plain_compile == "freeze"))
             scores[dtype] = measure_dtype(report, "" if index == 0 else "b", dtype, runner,
                                           server, batches, args, naive_model,
-                                          mixed_batches if index == 0 else None)
+                                          mixed_batches if index == 0 else None, plain_compiled)
         if len(scores) == 2:
             flat = [[row for rep in scores[d] for row in rep] for d in dtypes]
             report.notes.append(

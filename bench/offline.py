@@ -1,7 +1,7 @@
 """In-process measurements, no HTTP and no scheduler: the naive loop a user writes first (one full
 transformers forward per query+item, logits at every position), the plain batched forward a user
 writes next (one transformers forward over query+item for all of a request's items, logits at the
-last position only: the baseline the query sharing must beat), and the project's offline batched
+last position only: the baseline the query sharing must beat), the same compiled, and the project's offline batched
 path (server.model_runner.ModelRunner.run on one request's items at a time, query computed once).
 All return the label probabilities too, so the paths can be checked against each other.
 """
@@ -51,6 +51,16 @@ def plain_batched_scores(model, body: ScoreBody) -> Scores:
         input_ids = torch.tensor([body.query + item for item in body.items], device=device)
         logits = model(input_ids, logits_to_keep=1).logits[:, -1].float().cpu()
     return torch.softmax(logits, dim=-1)[:, labels].tolist()
+
+
+def compiled_plain(model, body: ScoreBody, freeze: bool):
+    """The plain batched forward as a user would compile it: torch.compile of the whole model,
+    static shapes (every body of a run has one shape), with inductor's freezing (weights folded
+    into the graph as constants, prepacked) when `freeze`; compiled here, on `body`."""
+    compiled = torch.compile(model, dynamic=False)
+    with torch._inductor.config.patch(freezing=freeze):  # read when the first call compiles
+        plain_batched_scores(compiled, body)
+    return compiled
 
 
 def runner_scores(runner: ModelRunner, body: ScoreBody) -> Scores:

@@ -8,7 +8,7 @@ from bench.compare import Report, build_parser, format_report
 def report_of(**runs):
     report = Report()
     names = {"1": "naive", "2": "offline", "3": "server", "2b": "offline", "3b": "server",
-             "P": "plain", "Pb": "plain"}
+             "P": "plain", "Pb": "plain", "Pc": "plain compiled", "Pcb": "plain compiled"}
     for key, values in runs.items():
         key = key.removeprefix("r")
         report.path(key, names[key], "bfloat16" if key.endswith("b") else "float32"
@@ -50,6 +50,7 @@ def test_notes_are_listed():
 def test_defaults_are_the_issue_figure_and_fit_five_minutes():
     args = build_parser().parse_args([])
     assert (args.dtype, args.other_dtype, args.repeats) == ("float32", "auto", 3)
+    assert args.plain_compile == "freeze"  # the fastest plain forward torch reaches: the stretch bar
 
 
 def test_auto_other_dtype_is_bfloat16_only_where_it_is_native(monkeypatch):
@@ -76,12 +77,14 @@ def test_tokens_table_and_mixed_to_uniform_ratio():
 
 
 def test_ceiling_table_gives_each_path_its_fraction_and_the_server_plain_ratio():
-    report = report_of(rP=[10.0], r2=[20.0], r3=[18.0], rPb=[12.9], r2b=[25.0], r3b=[22.0])
+    report = report_of(rP=[10.0], rPc=[11.0], r2=[20.0], r3=[18.0], rPb=[12.9], r2b=[25.0], r3b=[22.0])
     report.ceilings[""] = [Ceiling("float32", 300.0, 2e8, 192.0), Ceiling("float32", 400.0, 2e8, 192.0)]
     report.ceilings["b"] = [Ceiling("bfloat16", 3000.0, 2 * 106e6, 192.0)]
     report.tokens_per_item.update({"P": 300, "3": 192, "Pb": 300, "3b": 192.5})
     text = format_report(report)
     # float32: the best of the repeats' matmuls (400 GFLOP/s) -> 10.4 items/s
-    assert "| float32 | 400 | 10.4 | 0.96 | 1.92 | 1.73 | 1.80x | 300 / 192 |" in text
-    assert "| bfloat16 | 3000 | 73.7 | 0.18 | 0.34 | 0.30 | 1.71x | 300 / 192 |" in text
+    assert "| float32 | 400 | 10.4 | 0.96 | 1.06 | 1.92 | 1.73 | 1.80x | 300 / 192 |" in text
+    assert "| bfloat16 | 3000 | 73.7 | 0.18 | - | 0.34 | 0.30 | 1.71x | 300 / 192 |" in text
     assert "server / plain batched (bfloat16 vs bfloat16): 1.71x" in text
+    assert "server / plain compiled (float32 vs float32): 1.64x" in text
+    assert "plain compiled / plain batched (float32 vs float32): 1.10x" in text
