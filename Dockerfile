@@ -3,7 +3,8 @@
 #   the scoring server (the default target):  docker build -t scoring-fleet:0.1.0 .
 #                                              docker run -p 30000:30000 scoring-fleet:0.1.0
 #   the control plane (target control):        docker build --target control -t scoring-fleet-control:0.1.0 .
-#     the operator:     python -m fleet_operator --standalone -A   (its default command; the chart sets its own)
+#     the operator:     python -m fleet_operator --peering=scoring-fleet -A   (its default command; the chart
+#                       sets its own: --peering=<release full name>, which is that name for release scoring-fleet)
 #     the fleet gateway: python -m gateway --fleet NAME --namespace NS --host 0.0.0.0
 #   The control image has only what those two import (no torch, no transformers): the chart runs
 #   the operator from it and the operator gives it to every gateway pod.
@@ -87,7 +88,9 @@ COPY gateway/ /app/gateway/
 USER 65532:65532
 # No HEALTHCHECK of its own: the chart's liveness probe (kopf's /healthz) and the gateway's probes
 # are the operator's; the server's below is for plain `docker run`.
-CMD ["python", "-m", "fleet_operator", "--standalone", "--all-namespaces"]
+# Peering, as the chart runs it (never --standalone: a second standalone replica, or one started beside
+# the chart's, would write too): alone it leads; beside the chart's replicas it stands by.
+CMD ["python", "-m", "fleet_operator", "--peering=scoring-fleet", "--all-namespaces"]
 
 # ---- the server image (the default target) ------------------------------------------------------
 FROM runtime AS server

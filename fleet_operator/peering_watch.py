@@ -151,7 +151,8 @@ def register(registry: kopf.OperatorRegistry, config: PeeringConfig, clock: Cloc
         # a poll to see the takeover, at most 1.5 for the old leader's gate to shut (_settle), slack
         gate = Gate(config.enabled, clock, wait_s=3 * config.poll_s)
         memo.peering_gate = gate
-        plain = memo.context.api
+        # The ungated client: the watcher's; closed here at stop (handlers.stop closes the gated one).
+        memo.peering_plain_api = plain = memo.context.api
         memo.context = dataclasses.replace(
             memo.context, api=GatedApiClient(plain.configuration, gate, config.identity))
         log.info("Peering %s: identity %s, priority %d, lifetime %d s", config.name if config.enabled
@@ -166,6 +167,7 @@ def register(registry: kopf.OperatorRegistry, config: PeeringConfig, clock: Cloc
         if watcher is not None:
             watcher.stopping.set()
             watcher.thread.join(timeout=5)
+        memo.peering_plain_api.close()
 
     def leading(memo: kopf.Memo, **_: Any) -> bool:
         return memo.peering_gate.may_write()

@@ -34,9 +34,9 @@ from fleet_operator.status import (
 )
 
 # Children of an API the cluster may not serve (a CRD of KEDA's, of the Inference Extension's): the
-# condition that reports each, and how it reads one as applied (or not installed: a 404 on create).
-OPTIONAL_CHILDREN = {"ScaledObject": ("ScaledObjectReady", scaled_object_condition),
-                     "InferencePool": ("InferencePoolReady", inference_pool_condition)}
+# condition that reports each, how it reads one as applied, and what it says when a create gets a 404.
+OPTIONAL_CHILDREN = {"ScaledObject": ("ScaledObjectReady", scaled_object_condition, KEDA_NOT_INSTALLED),
+                     "InferencePool": ("InferencePoolReady", inference_pool_condition, INFERENCE_POOL_NOT_INSTALLED)}
 NOT_INSTALLED = (KEDA_NOT_INSTALLED, INFERENCE_POOL_NOT_INSTALLED)
 
 
@@ -73,7 +73,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
                           inference_pool=optional.get("InferencePoolReady"), gateway=_gateway_status(ctx, fleet))
         moved = _write_status(ctx, body, now, valid)
         for type_, condition in optional.items():  # one Warning per move into "not installed"
-            if condition.reason in NOT_INSTALLED and type_ in moved:
+            if condition in NOT_INSTALLED and type_ in moved:
                 kube.post_event(ctx.api, body, "Warning", condition.reason, condition.message, now)
         changed = [f"{kind} {action}" for kind, action in actions.items() if action != "unchanged"]
         if changed:
@@ -103,8 +103,8 @@ def _apply_children(ctx: OperatorContext, body: Mapping[str, Any],
             actions[_action_key(kind, child_name, fleet)] = "deleted"
     for child in children:
         if child["kind"] in OPTIONAL_CHILDREN:
-            type_, condition_of = OPTIONAL_CHILDREN[child["kind"]]
-            optional[type_] = _apply_optional(ctx, child, actions, condition_of)
+            type_, condition_of, not_installed = OPTIONAL_CHILDREN[child["kind"]]
+            optional[type_] = _apply_optional(ctx, child, actions, condition_of, not_installed)
             continue
         unmanaged = DEPLOYMENT_OPTIONAL if child["kind"] == "Deployment" else frozenset()
         actions[_action_key(child["kind"], child["metadata"]["name"], fleet)], _ = \
@@ -128,7 +128,8 @@ def _delete_owned(ctx: OperatorContext, body: Mapping[str, Any], api_version: st
 
 
 def _apply_optional(ctx: OperatorContext, child: Mapping[str, Any], actions: dict[str, str],
-                    condition_of: Callable[..., ConditionValue]) -> ConditionValue:
+                    condition_of: Callable[[Mapping[str, Any]], ConditionValue],
+                    not_installed: ConditionValue) -> ConditionValue:
     """Apply a child of an API the cluster may not serve (keda mode's ScaledObject, the
     InferencePool) and say what its condition reports (for the ScaledObject, KEDA's Ready).
 
@@ -141,7 +142,7 @@ def _apply_optional(ctx: OperatorContext, child: Mapping[str, Any], actions: dic
     except kube.ApiError as e:
         if e.status != 404:
             raise
-        return condition_of(None, installed=False)
+        return not_installed
     return condition_of(live)
 
 

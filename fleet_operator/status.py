@@ -18,9 +18,6 @@ from fleet_operator.clock import format_time
 from fleet_operator.names import selector_string
 
 Writer = Literal["reconciler", "autoscaler"]
-KEDA_NOT_INSTALLED = "KedaNotInstalled"  # ScaledObjectReady's reason, and its Event's
-INFERENCE_POOL_NOT_INSTALLED = "InferencePoolCrdMissing"  # InferencePoolReady's, and its Event's
-
 
 
 class ConditionValue(NamedTuple):
@@ -29,6 +26,16 @@ class ConditionValue(NamedTuple):
     status: str
     reason: str
     message: str
+
+
+# An optional child whose create got a 404: the cluster does not serve its API (each also an Event).
+KEDA_NOT_INSTALLED = ConditionValue(  # ScaledObjectReady's
+    "False", "KedaNotInstalled", "keda mode needs KEDA (>= 2.17): the cluster does not serve keda.sh/v1alpha1 "
+    "ScaledObjects, so nothing scales this fleet")
+INFERENCE_POOL_NOT_INSTALLED = ConditionValue(  # InferencePoolReady's
+    "False", "InferencePoolCrdMissing", "spec.inferencePool needs the Gateway API Inference Extension's CRD: the "
+    "cluster does not serve inference.networking.k8s.io/v1 InferencePools (the fleet is served; no Inference "
+    "Gateway routes to it)")
 
 
 # desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
@@ -106,18 +113,13 @@ def ready_condition(desired: int | None, ready: int) -> ConditionValue:
     return ConditionValue("False", "ReplicasNotReady", f"{ready}/{desired} replicas ready")
 
 
-def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
-                            installed: bool = True) -> ConditionValue:
-    """ScaledObjectReady from keda mode's ScaledObject as last read.
+def scaled_object_condition(scaled_object: Mapping[str, Any]) -> ConditionValue:
+    """ScaledObjectReady from keda mode's ScaledObject as just applied (KEDA_NOT_INSTALLED when the
+    cluster does not serve keda.sh at all).
 
     KEDA's own Ready condition, passed through (its reason and message); a ScaledObject KEDA has
-    not looked at yet is Unknown; `installed` False: the cluster does not serve keda.sh at all.
+    not looked at yet is Unknown.
     """
-    if not installed:
-        return ConditionValue("False", KEDA_NOT_INSTALLED, "keda mode needs KEDA (>= 2.17): the cluster "
-                              "does not serve keda.sh/v1alpha1 ScaledObjects, so nothing scales this fleet")
-    if scaled_object is None:
-        return ConditionValue("False", "ScaledObjectMissing", "the fleet's ScaledObject does not exist yet")
     conditions = {c.get("type"): c for c in (scaled_object.get("status") or {}).get("conditions") or ()}
     ready = conditions.get("Ready")
     if ready is None or ready.get("status") not in ("True", "False"):
@@ -131,16 +133,11 @@ def scaled_object_condition(scaled_object: Mapping[str, Any] | None,
     return ConditionValue(ready["status"], ready.get("reason") or default_reason, message)
 
 
-def inference_pool_condition(pool: Mapping[str, Any] | None, installed: bool = True) -> ConditionValue:
-    """InferencePoolReady from the fleet's InferencePool as applied. The pool is there and selects the
-    fleet's pods: True (whether a Gateway routes to it is the HTTPRoute's, reported in the pool's
-    status.parents by the gateway); `installed` False: the cluster does not serve the CRD."""
-    if not installed:
-        return ConditionValue("False", INFERENCE_POOL_NOT_INSTALLED, "spec.inferencePool needs the Gateway "
-                              "API Inference Extension's CRD: the cluster does not serve inference.networking"
-                              ".k8s.io/v1 InferencePools (the fleet is served; no Inference Gateway routes to it)")
-    if pool is None:
-        return ConditionValue("False", "InferencePoolMissing", "the fleet's InferencePool does not exist yet")
+def inference_pool_condition(pool: Mapping[str, Any]) -> ConditionValue:
+    """InferencePoolReady from the fleet's InferencePool as just applied (INFERENCE_POOL_NOT_INSTALLED
+    when the cluster does not serve the CRD). The pool is there and selects the fleet's pods: True
+    (whether a Gateway routes to it is the HTTPRoute's, reported in the pool's status.parents by the
+    gateway)."""
     spec, name = pool.get("spec") or {}, pool["metadata"]["name"]
     ports, epp = [p.get("number") for p in spec.get("targetPorts") or ()], spec.get("endpointPickerRef") or {}
     return ConditionValue("True", "InferencePoolApplied", f"InferencePool {name} selects the fleet's pods on "

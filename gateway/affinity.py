@@ -5,7 +5,8 @@ A query's key is a digest of the query as sent (text or token ids, as the client
 same query always gets the same key, a text and its token ids get two. `item_first` requests
 have no key: the item comes first, so no two of them share a head a worker could keep.
 QueryHolders owns the query -> workers map (an LRU bounded by its number of queries); the Router
-records each choice in it and discovery drops a worker that leaves. No I/O and no clock here.
+records each choice in it; a worker that leaves (discovery) or may have restarted (the registry) is
+dropped from it. No I/O and no clock here.
 """
 from __future__ import annotations
 
@@ -115,8 +116,9 @@ class QueryHolders:
             self._holders.popitem(last=False)
 
     def forget(self, urls: Iterable[str]) -> None:
-        """Workers that left the rotation take their queries with them (a pod that comes back
-        with the same address has an empty cache). O(queries): only on a rotation change."""
+        """Workers that left the rotation, or may have restarted, take their queries with them (a
+        pod that comes back with the same address, a new process, has an empty cache). O(queries):
+        only on a rotation change or a restart."""
         gone = set(urls)
         if not gone:
             return

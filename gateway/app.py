@@ -115,7 +115,8 @@ async def _lifetime(app: web.Application, config: GatewayConfig):
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
     key_required = config.api_key is not None
     registry = WorkerRegistry(config.stale_after_s, key_required=key_required,
-                              on_change=TransitionLog(config.stale_after_s, key_required).observe)
+                              on_change=TransitionLog(config.stale_after_s, key_required).observe,
+                              on_new_process=lambda url: app[ROUTER].forget_workers([url]))
     waiting = WaitingRoom(config.max_waiting_requests)
     poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
                     waiting.notify, config.api_key)

@@ -42,7 +42,8 @@ class Router:
         self.metrics, self.session = metrics, session
         self.rng = rng or random.Random()
         self._turn = 0
-        # cache_aware: who holds which query (discovery drops those that leave: forget_workers)
+        # cache_aware: who holds which query (forget_workers: discovery drops those that leave,
+        # the registry those that may have restarted)
         self.holders = affinity.QueryHolders(config.max_tracked_queries)
         self.balance = affinity.Balance(config.balance_abs_threshold, config.balance_rel_threshold)
 
@@ -65,7 +66,7 @@ class Router:
         return worker
 
     def forget_workers(self, urls) -> None:
-        """Workers that left the rotation: their queries go with them."""
+        """Workers that left the rotation or may have restarted: their queries go with them."""
         self.holders.forget(urls)
 
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,

@@ -7,7 +7,9 @@ sequences it sends and the connections that fail (record_sent, record_failure; t
 answers the router). The picker gets the registry's live Worker objects (fresh()), not copies,
 and only reads them. Discovery (app.set_rotation) sets who is in (set_urls). After each change
 of a worker's record it calls `on_change(url, record or None)` (the transition log decides
-whether that was a transition worth a line). `worker_state()` is the one classification of a worker.
+whether that was a transition worth a line); when an answer shows a worker may be a new process,
+`on_new_process(url)` (the router forgets its queries). `worker_state()` is the one classification
+of a worker.
 """
 from __future__ import annotations
 
@@ -77,15 +79,26 @@ def worker_state(worker: Worker | None, now: float, stale_after_s: float,
     return WorkerState.DRAINING if worker.draining else WorkerState.READY
 
 
+def is_new_process(worker: Worker, loading: bool) -> bool:
+    """An answer from a worker that answered before may come from a new process (its caches empty):
+    it loads again, or it answers after a failure (a server without the loading header, SGLang's, or
+    one that loaded between two polls, shows a restart only so). A failure that was not a restart
+    costs the worker's queries one recompute each; a restart taken for none would count hits on an
+    empty cache."""
+    return worker.answered_at is not None and ((loading and not worker.loading) or worker.failed)
+
+
 class WorkerRegistry:
     """Workers by URL. `gone` counts URLs that left the rotation and have not come back, since
     start (cumulative: it grows with pod churn, one entry per pod IP seen leaving)."""
 
     def __init__(self, stale_after_s: float, key_required: bool = False,
-                 on_change: Callable[[str, Worker | None], None] | None = None) -> None:
+                 on_change: Callable[[str, Worker | None], None] | None = None,
+                 on_new_process: Callable[[str], None] | None = None) -> None:
         self.stale_after_s = stale_after_s
         self.key_required = key_required  # the gateway has an API key: workers must accept it
         self.on_change = on_change
+        self.on_new_process = on_new_process
         self._workers: dict[str, Worker] = {}
         self._gone: set[str] = set()
 
@@ -124,6 +137,8 @@ class WorkerRegistry:
         worker = self._workers.get(url)
         if worker is None:
             return
+        if is_new_process(worker, loading) and self.on_new_process is not None:
+            self.on_new_process(url)
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
         if loading and not worker.loading:  # a new process (a restart): its key is checked anew,
             worker.key_accepted, worker.draining = None, False  # and the old one's drain is over

@@ -51,7 +51,7 @@ def prepare(request: ScoreRequest, tokenize: Tokenize, limits: InputLimits,
     prefix, own = layout(query_ids, item_ids, request.item_first,
                          special if is_text else NO_SPECIAL_TOKENS)
     for index, ids in enumerate(own):
-        check_length(index, len(prefix) + len(ids), limits)
+        check_length(f"item {index}", len(prefix) + len(ids), limits)
     return PreparedRequest(prefix, own, options)
 
 
@@ -106,12 +106,15 @@ def check_token_ids(ids: list[int], vocab_size: int) -> None:
         raise BadRequest(f"token ids {bad[:5]} are outside the vocabulary [0, {vocab_size})")
 
 
-def check_length(index: int, num_tokens: int, limits: InputLimits) -> None:
+def check_length(where: str, num_tokens: int, limits: InputLimits, counted: str = "", hint: str = "") -> None:
+    """One sequence's length against the limits (/v1/score's and rerank's one check): BadRequest
+    naming it (`where`: "item 3", "documents[3]"), what its tokens are (`counted`) and what to do
+    (`hint`), both appended as given."""
     if num_tokens == 0:
-        raise BadRequest(f"item {index}: query and item are both empty; nothing to score")
+        raise BadRequest(f"{where}: query and item are both empty; nothing to score")
     if num_tokens > limits.max_context_tokens:
-        raise BadRequest(f"item {index}: {num_tokens} tokens exceed the model's context length "
-                         f"of {limits.max_context_tokens}")
+        raise BadRequest(f"{where}: {num_tokens} tokens{counted} exceed the model's context length "
+                         f"of {limits.max_context_tokens}{hint}")
     if num_tokens > limits.max_sequence_tokens:
-        raise BadRequest(f"item {index}: {num_tokens} tokens exceed max_total_tokens="
-                         f"{limits.max_sequence_tokens}, the most the server holds at once")
+        raise BadRequest(f"{where}: {num_tokens} tokens{counted} exceed max_total_tokens="
+                         f"{limits.max_sequence_tokens}, the most the server holds at once{hint}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from server.errors import BadRequest
-from server.inputs import InputLimits, check_encodable
+from server.inputs import InputLimits, check_encodable, check_length
 from server.rerank_schemas import (
     ApiVersion,
     DocumentOut,
@@ -64,12 +64,14 @@ def score_request(reranker: Reranker, body: RerankRequest, tokenize: Tokenize, l
     check_request(body, limits)
     template = reranker.template
     head = special.before + tuple(tokenize(template.fill_query(body.query, body.instruction)))
+    hint = (f" even with max_tokens_per_doc={body.max_tokens_per_doc}" if body.max_tokens_per_doc
+            else "; send max_tokens_per_doc to truncate documents")
     items = []
     for index, text in enumerate(texts_of(body)):
         if body.max_tokens_per_doc is not None:
             text = truncate(text, body.max_tokens_per_doc, tokenize)
         own = tuple(tokenize(template.fill_document(text))) + special.after
-        check_fits(f"documents[{index}]", len(head) + len(own), limits, body.max_tokens_per_doc)
+        check_length(f"documents[{index}]", len(head) + len(own), limits, " (template, query and document)", hint)
         items.append(list(own))
     return ScoreRequest(query=list(head), items=items, apply_softmax=True, model=body.model,
                         label_token_ids=[reranker.no_id, reranker.yes_id])
@@ -110,16 +112,6 @@ def truncate(text: str, max_tokens: int, tokenize: Tokenize) -> str:
         else:
             long = middle
     return text[:short]
-
-
-def check_fits(where: str, num_tokens: int, limits: InputLimits, max_tokens_per_doc: int | None) -> None:
-    limit, what = min((limits.max_context_tokens, "the model's context length"),
-                      (limits.max_sequence_tokens, "max_total_tokens"))
-    if num_tokens > limit:
-        hint = (f" even with max_tokens_per_doc={max_tokens_per_doc}" if max_tokens_per_doc else
-                "; send max_tokens_per_doc to truncate documents")
-        raise BadRequest(f"{where}: {num_tokens} tokens (template, query and document) exceed "
-                         f"{what} of {limit}{hint}")
 
 
 def rerank_response(body: RerankRequest, relevance: list[float], num_prompt_tokens: int,

@@ -54,6 +54,7 @@ def test_without_the_crd_the_fleet_is_served_and_says_why_once(kube_api, api):
         assert result.spec_error is None and "InferencePool" not in result.actions
     ready = condition(api, "InferencePoolReady")
     assert (ready["status"], ready["reason"]) == ("False", "InferencePoolCrdMissing")
+    assert "inference.networking.k8s.io/v1" in ready["message"] and "served" in ready["message"]
     events = "/api/v1/namespaces/default/events?fieldSelector=reason=InferencePoolCrdMissing"
     _, answer = kube_api.request("GET", events)
     [event] = answer["items"]

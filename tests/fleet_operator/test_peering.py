@@ -1,16 +1,19 @@
 """peering.py: kopf's peering rule as we read it (judge), the priority, the config from `kopf run`'s
-options, the Gate and the gated ApiClient. The two-process behaviour is in
-tests/reliability/test_operator_ha.py."""
+options, the Gate and the gated ApiClient; peering_watch.register's start and stop. The two-process
+behaviour is in tests/reliability/test_operator_ha.py."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
+import kopf
 import kubernetes.client
 import pytest
 from kopf import cli
 
+from fleet_operator import peering_watch
 from fleet_operator.clock import format_time
+from fleet_operator.context import OperatorContext
 from fleet_operator.peering import (
     DEFAULT_LIFETIME_S,
     Gate,
@@ -137,3 +140,36 @@ def test_leading_only_skips_while_shut_and_ends_quietly_when_shut_midway():
     open_ = Gate(False, lambda: NOW)
     assert leading_only(handler)(memo=SimpleNamespace(peering_gate=open_)) is None
     assert len(calls) == 1
+
+
+class ClosingClient(kubernetes.client.ApiClient):
+    """An ApiClient that records, as it is closed, whether the peering watcher still ran."""
+
+    def __init__(self, memo: kopf.Memo) -> None:
+        super().__init__(kubernetes.client.Configuration(host="http://127.0.0.1:9"))  # refused
+        self.memo, self.closed_while_watching = memo, None
+
+    def close(self) -> None:
+        watcher = self.memo.get("peering_watcher")
+        self.closed_while_watching = watcher is not None and watcher.thread.is_alive()
+        super().close()
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["peering", "standalone"])
+def test_stop_closes_the_ungated_client_once_the_watcher_has_stopped(enabled):
+    registry = kopf.OperatorRegistry()
+    peering_watch.register(registry, PeeringConfig(enabled=enabled, identity="me", lifetime_s=2))
+    memo = kopf.Memo()
+    memo.context = OperatorContext(api=ClosingClient(memo))
+    plain = memo.context.api
+
+    def run(activity: str) -> None:
+        for handler in registry._activities.get_all_handlers():
+            if handler.activity.value == activity:
+                handler.fn(memo=memo, settings=kopf.OperatorSettings())
+
+    run("startup")
+    assert isinstance(memo.context.api, GatedApiClient)  # handlers.stop closes that one
+    run("cleanup")
+    assert plain.closed_while_watching is False  # closed, after the watcher's thread was joined
+    memo.context.api.close()

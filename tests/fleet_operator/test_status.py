@@ -222,25 +222,23 @@ def scaled_object(*conditions):
     return {"kind": "ScaledObject", "status": {"conditions": list(conditions)}}
 
 
-@pytest.mark.parametrize("live, installed, expected", [
-    (None, False, ("False", "KedaNotInstalled", "keda mode needs KEDA")),
-    (None, True, ("False", "ScaledObjectMissing", "does not exist yet")),
-    ({"kind": "ScaledObject"}, True, ("Unknown", "ScaledObjectPending", "KEDA has not reported")),
-    (scaled_object({"type": "Ready", "status": "Unknown"}), True, ("Unknown", "ScaledObjectPending", "")),
+@pytest.mark.parametrize("live, expected", [
+    ({"kind": "ScaledObject"}, ("Unknown", "ScaledObjectPending", "KEDA has not reported")),
+    (scaled_object({"type": "Ready", "status": "Unknown"}), ("Unknown", "ScaledObjectPending", "")),
     (scaled_object({"type": "Ready", "status": "True", "reason": "ScaledObjectReady",
-                    "message": "ScaledObject is defined correctly and is ready for scaling"}), True,
+                    "message": "ScaledObject is defined correctly and is ready for scaling"}),
      ("True", "ScaledObjectReady", "KEDA: ScaledObject is defined correctly")),
     (scaled_object({"type": "Ready", "status": "False", "reason": "ScaledObjectCheckFailed",
-                    "message": "no scale subresource"}), True,
+                    "message": "no scale subresource"}),
      ("False", "ScaledObjectCheckFailed", "KEDA: no scale subresource")),
-    (scaled_object({"type": "Ready", "status": "False"}), True, ("False", "ScaledObjectNotReady", "KEDA:")),
+    (scaled_object({"type": "Ready", "status": "False"}), ("False", "ScaledObjectNotReady", "KEDA:")),
     (scaled_object({"type": "Ready", "status": "True", "reason": "ScaledObjectReady"},
                    {"type": "Fallback", "status": "True", "message": "At least one trigger is falling back"}),
-     True, ("True", "ScaledObjectReady", "; fallback active: At least one trigger is falling back")),
-], ids=["not-installed", "missing", "no-status", "ready-unknown", "ready", "not-ready-with-keda-reason",
-        "not-ready-no-reason", "fallback-active"])
-def test_scaled_object_condition_passes_kedas_ready_through(live, installed, expected):
-    status, reason, message = scaled_object_condition(live, installed)
+     ("True", "ScaledObjectReady", "; fallback active: At least one trigger is falling back")),
+], ids=["no-status", "ready-unknown", "ready", "not-ready-with-keda-reason", "not-ready-no-reason",
+        "fallback-active"])
+def test_scaled_object_condition_passes_kedas_ready_through(live, expected):
+    status, reason, message = scaled_object_condition(live)
     assert (status, reason) == expected[:2]
     assert expected[2] in message
 

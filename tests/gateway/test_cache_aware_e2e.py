@@ -123,3 +123,22 @@ def test_a_draining_holder_is_passed_over_while_another_worker_serves():
     registry.record_draining(holder)
     other = next(url for url in urls if url != holder)
     assert all(router.choose(key=key).url == other for _ in range(10))
+
+
+def test_a_worker_that_restarts_in_place_takes_its_queries():
+    # Static --worker-urls: a restarted server keeps its address and never leaves the rotation, but
+    # its new process has an empty cache. The registry tells the router, as app._lifetime wires it.
+    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    router, registry, metrics = cache_aware_router(urls)
+    registry.on_new_process = lambda url: router.forget_workers([url])
+    keys = [query_key(body([i, i + 1])) for i in range(8)]
+    holder = {key: router.choose(key=key).url for key in keys}
+    restarted = urls[0]
+    assert restarted in holder.values()
+    registry.record_answer(restarted, 0, registry.poll_started(restarted), time.monotonic(), loading=True)
+    assert all(router.holders.get(key) == (() if url == restarted else (url,)) for key, url in holder.items())
+    registry.record_failure(urls[1], "refused")  # down and back: it may have restarted too
+    registry.record_answer(urls[1], 0, registry.poll_started(urls[1]), time.monotonic())
+    assert len(router.holders) == 0
+    router.choose(key=keys[0])
+    assert metrics.affinity.labels(outcome="new")._value.get() == len(keys) + 1  # never a cold hit

@@ -125,3 +125,35 @@ def test_a_restarted_worker_is_no_longer_draining():
     reg.record_answer(A, 0, reg.poll_started(A), now=1.4)  # loaded
     assert not reg.get(A).draining and reg.counts_by_state(1.5)["ready"] == 1
 
+
+
+def answers(reg: WorkerRegistry, url: str, now: float, loading: bool = False) -> None:
+    reg.record_answer(url, 0, reg.poll_started(url), now=now, loading=loading)
+
+
+@pytest.mark.parametrize("events, new_process", [
+    (["answer"], False),                                # a new worker: nothing to forget
+    (["loading", "answer"], False),                     # a new worker that loads, then serves
+    (["fail", "answer"], False),                        # not up at first: it never answered before
+    (["answer", "answer"], False),
+    (["answer", "loading"], True),                      # restarted in place: loading again
+    (["answer", "loading", "loading", "answer"], True),  # told once, as it starts loading
+    (["answer", "fail", "answer"], True),               # down, then up: SGLang's never says loading
+    (["answer", "fail", "loading", "answer"], True),
+    (["answer", "draining", "answer"], False),          # draining is still the same process
+], ids=["first", "first-loading", "first-failed", "serving", "loading-again", "loading-once",
+        "back-after-failing", "back-loading", "draining"])
+def test_the_registry_tells_on_new_process_when(events, new_process):
+    told: list[str] = []
+    reg = WorkerRegistry(0.5, on_new_process=told.append)
+    reg.set_urls([A, B])
+    answers(reg, B, now=0.5)
+    for now, event in enumerate(events, start=1):
+        if event == "fail":
+            reg.record_failure(A, "refused")
+        elif event == "draining":
+            reg.record_draining(A)
+        else:
+            answers(reg, A, now=float(now), loading=event == "loading")
+    answers(reg, B, now=9.0)
+    assert told == ([A] if new_process else [])

@@ -112,7 +112,9 @@ def test_the_control_image_has_the_operator_and_gateway_but_not_the_servers_stac
     control_deps = " ".join(rest for _, rest in stages["control-deps"])
     assert "image_requirements.py --control" in control_deps and "torch" not in control_deps
     cmd = [rest for word, rest in stages["control"] if word == "CMD"]
-    assert cmd == ['["python", "-m", "fleet_operator", "--standalone", "--all-namespaces"]']
+    # The chart's peering (its object for the release docs/install.md installs), never --standalone:
+    # started by hand beside the chart's replicas, or as two, it must not write as a second leader.
+    assert cmd == ['["python", "-m", "fleet_operator", "--peering=scoring-fleet", "--all-namespaces"]']
 
 
 def test_dependencies_are_installed_before_the_source_is_copied():

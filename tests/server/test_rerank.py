@@ -78,7 +78,8 @@ def test_a_bad_rerank_is_a_400_naming_the_field(fields, message):
 def test_a_document_past_max_total_tokens_says_so():
     limits = InputLimits(vocab_size=1000, max_context_tokens=64, max_sequence_tokens=3,
                          max_items_per_request=4)
-    with pytest.raises(BadRequest, match=r"documents\[0\]: 4 tokens .* exceed max_total_tokens of 3"):
+    message = r"documents\[0\]: 4 tokens .* exceed max_total_tokens=3, .*; send max_tokens_per_doc"
+    with pytest.raises(BadRequest, match=message):
         score_request(RERANKER, request(documents=["a b c"]), tokenize, limits, NO_SPECIAL_TOKENS)
 
 
