@@ -76,8 +76,9 @@ class ServerConfig:
         "an access-log line for every request, also probes, /get_load polls and /metrics scrapes "
         "(default: none for those)"))
     compile: bool = field(default=False, metadata=flag(  # torch.compile the items forward, warmed before ready
-        "torch.compile the items forward (fuses the elementwise work); compiled and warmed at start, "
-        "before ready (minutes on a small CPU), so no request waits on a compile"))
+        "torch.compile the items forward (fuses the elementwise work; on CPU the weights are frozen "
+        "into the graph, held twice); compiled and warmed at start, before ready (minutes on a small "
+        "CPU), so no request waits on a compile"))
     rerank_template: str | None = field(default=None, metadata=flag(  # None: by the model's name
         "the template of /v1/rerank and /v2/rerank: a built-in (qwen3-reranker, yes-no) or a "
         "JSON file (docs/rerank.md); default: qwen3-reranker for a model named so, else yes-no",

@@ -23,7 +23,7 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
 from server.cascade_attention import NAME as CASCADE, PrefixSegments, cascade_reason, register
-from server.compiled_forward import CASCADE as CASCADE_LAYOUT, MASKED, ItemsForward
+from server.compiled_forward import CASCADE as CASCADE_LAYOUT, MASKED, ItemsForward, freezes_weights
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
@@ -87,10 +87,12 @@ class ModelRunner:
     def is_compiled(self) -> bool:
         return self._items_forward.is_compiled
 
-    def compile(self, freeze: bool = False) -> float:
+    def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes
-        (the shared-prefix one where shares_query_in_forward, else the masked one) and warm it on
-        synthetic batches; call before serving. Returns the seconds it took."""
+        (the shared-prefix one where shares_query_in_forward, else the masked one), its weights
+        frozen where `freeze` (None: freezes_weights, by device), and warm it on synthetic batches;
+        call before serving. Returns the seconds it took."""
+        freeze = freezes_weights(self.device) if freeze is None else freeze
         cascade = self.shares_query_in_forward
         previous, self.use_cascade = self.use_cascade, cascade  # the warm-up takes that layout
         try:
