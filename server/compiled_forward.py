@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from server.cascade_attention import PrefixSegments, prefix_segments
+from server.cascade_attention import NAME as CASCADE_ATTENTION, PrefixSegments, prefix_segments
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +73,11 @@ class ItemsForward:
         covered = compilable(input_ids.shape[0], input_ids.shape[1], layers[0][0].shape[2] if layers else 0)
         return self._run(MASKED, covered, _forward, self._decoder, input_ids, masks, positions, layers)
 
-    def cascade(self, input_ids, positions, implementation: str, segments: PrefixSegments) -> torch.Tensor:
-        """The same forward, own tokens only (no mask, no cache), through the registered attention
-        `implementation` that reads `segments` (cascade_attention.py)."""
+    def cascade(self, input_ids, positions, segments: PrefixSegments) -> torch.Tensor:
+        """The same forward, own tokens only (no mask, no cache), through the shared-prefix
+        attention (registered by cascade_attention.register()), which reads `segments`."""
         covered = compilable(input_ids.shape[0], input_ids.shape[1], MIN_COMPILED_SIZE)
-        with prefix_segments(segments), _attention(self._decoder.config, implementation):
+        with prefix_segments(segments), _attention(self._decoder.config, CASCADE_ATTENTION):
             return self._run(CASCADE, covered, _cascade_forward, self._decoder, input_ids, positions)
 
     def _run(self, layout: str, covered: bool, eager: Callable, *args) -> torch.Tensor:

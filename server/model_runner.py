@@ -22,8 +22,8 @@ import torch
 
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
-from server.cascade_attention import NAME as CASCADE, PrefixSegments, cascade_reason, register
-from server.compiled_forward import CASCADE as CASCADE_LAYOUT, MASKED, ItemsForward, freezes_weights
+from server.cascade_attention import PrefixSegments, cascade_reason, register
+from server.compiled_forward import CASCADE, MASKED, ItemsForward, freezes_weights
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
@@ -96,7 +96,7 @@ class ModelRunner:
         cascade = self.shares_query_in_forward
         previous, self.use_cascade = self.use_cascade, cascade  # the warm-up takes that layout
         try:
-            return self._items_forward.compile(self._warm_up, CASCADE_LAYOUT if cascade else MASKED, freeze)
+            return self._items_forward.compile(self._warm_up, CASCADE if cascade else MASKED, freeze)
         finally:
             self.use_cascade = previous
 
@@ -209,7 +209,7 @@ class ModelRunner:
             positions[row] = prefix_lens[row] + torch.arange(max_own)
         input_ids, positions = input_ids.to(self.device), positions.to(self.device)
         if cascade:
-            hidden = self._items_forward.cascade(input_ids, positions, CASCADE, self._prefix_segments(sequences))
+            hidden = self._items_forward.cascade(input_ids, positions, self._prefix_segments(sequences))
         else:
             masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
                      for kind, window in self._windows.items()}
