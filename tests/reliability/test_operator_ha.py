@@ -73,12 +73,18 @@ def add_pod(kube_api, index: int, port: int) -> None:
     kube_api.add_pod("default", f"{FLEET}-{index}", {"scoring.fleet.dev/fleet": FLEET}, pod_ip(index), port)
 
 
-def test_one_writer_and_a_sigkilled_leader_is_taken_over(kube_api, pair, pods):
-    a, b = pair
-    port, metrics = pods
+def fleet_with_one_pod(kube_api, port: int) -> Cluster:
+    """The native fleet applied, its first pod serving the metrics on `port`."""
     cluster = Cluster(kube_api)
     cluster.apply(native_fleet(port))
     add_pod(kube_api, 0, port)
+    return cluster
+
+
+def test_one_writer_and_a_sigkilled_leader_is_taken_over(kube_api, pair, pods):
+    a, b = pair
+    port, metrics = pods
+    cluster = fleet_with_one_pod(kube_api, port)
     both_live = time.monotonic()
     wait_for(lambda: ((cluster.fleet(FLEET) or {}).get("status") or {}).get("lastDecision"),
              "a first decision", timeout_s=20)
@@ -119,8 +125,7 @@ def test_one_writer_and_a_sigkilled_leader_is_taken_over(kube_api, pair, pods):
 def test_sigterm_hands_over_at_once(kube_api, pair, pods):
     a, b = pair
     port, _ = pods
-    Cluster(kube_api).apply(native_fleet(port))
-    add_pod(kube_api, 0, port)
+    fleet_with_one_pod(kube_api, port)
     wait_for(lambda: a.writes(kube_api, 0), "the leader's first write", timeout_s=20)
     a.proc.send_signal(signal.SIGTERM)
     stopping = time.monotonic()
@@ -137,9 +142,7 @@ def test_sigterm_hands_over_at_once(kube_api, pair, pods):
 def test_a_leader_whose_keep_alives_fail_stops_writing(kube_api, pair, pods):
     a, b = pair
     port, metrics = pods
-    cluster = Cluster(kube_api)
-    cluster.apply(native_fleet(port))
-    add_pod(kube_api, 0, port)
+    cluster = fleet_with_one_pod(kube_api, port)
     wait_for(lambda: a.writes(kube_api, 0), "the leader's first write", timeout_s=20)
     # Only the leader's keep-alives fail (kopf's PATCH names its own entry): op-b stays live and
     # takes over. Were both failing, the first whose keep-alive lands again would lead, either one.
