@@ -2,6 +2,7 @@
 
   python -m bench.fanout [--sections single fleet] [--queries 4] [--requests-per-query 10]
                          [--items 20] [--query-tokens 1000] [--item-tokens 50] [--rounds 1]
+                         [--hot-requests 48]
 
 single: one server (`python -m server`), the fan-out workload (bench.fanout_workload: each query's
   requests sent together, concurrency = requests per query) against the same token counts with
@@ -10,7 +11,9 @@ single: one server (`python -m server`), the fan-out workload (bench.fanout_work
 fleet: three servers behind two gateways over the same servers (`--policy cache_aware` and
   `power_of_two`), on the fan-out and the mixed workload (half fan-out, half distinct), concurrency
   3 x requests per query: the same, plus each worker's share of the requests and the gateway's
-  affinity counters (hit/new/spill). Every run draws queries no server has seen.
+  affinity counters (hit/new/spill). Every run draws queries no server has seen. Then one hot
+  query: --hot-requests concurrent requests with one query through the cache_aware gateway, and
+  how many workers served it.
 Everything runs on loopback; client, gateway and servers share this machine's cores.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ import asyncio
 import contextlib
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -157,6 +160,13 @@ async def fleet_runs(gateways: dict[str, str], servers: list[str], shape: FanOut
     return runs
 
 
+async def hot_run(gateway: str, servers: list[str], shape: FanOut, num_requests: int) -> Measured:
+    """One query sent as `num_requests` concurrent requests through the cache_aware gateway."""
+    hot = replace(shape, num_queries=1, requests_per_query=num_requests)
+    return await measure(f"cache_aware hot query x{num_requests}", gateway,
+                         fanout_bodies(hot, seed=9000), num_requests, servers, gateway)
+
+
 def ratio_line(label: str, values: list[float]) -> str:
     return f"{label}: " + (", ".join(f"{v:.2f}" for v in values) or "-")
 
@@ -184,11 +194,18 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
             gateway.wait_ready(path="/health")
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, urls, shape,
                                       args.rounds))
-    lines = [format_table(f"three servers behind the gateway, {describe(shape)}", runs)]
+        hot = (asyncio.run(hot_run(gateways["cache_aware"].url, urls, shape, args.hot_requests))
+               if args.hot_requests else None)
+    lines = [format_table(f"three servers behind the gateway, {describe(shape)}",
+                          runs + ([hot] if hot else []))]
     for kind in ("fan-out", "mixed"):
         kind_runs = [r for r in runs if f" {kind}," in r.name]
         lines.append(ratio_line(f"items/s cache_aware / power_of_two, {kind}",
                                 ratios(kind_runs, "cache_aware", "power_of_two")))
+    if hot:
+        served = sum(1 for share in hot.worker_shares.values() if share > 0)
+        lines.append(f"hot query: {hot.num_ok} of {args.hot_requests} requests answered, "
+                     f"served by {served} of {len(servers)} workers")
     return "\n".join(lines)
 
 
@@ -210,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query-tokens", type=int, default=1000)
     parser.add_argument("--item-tokens", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=1, help="runs of each comparison, alternating")
+    parser.add_argument("--hot-requests", type=int, default=48,
+                        help="fleet: concurrent requests of one hot query after the runs (0: none)")
     parser.add_argument("--server-args", type=shlex.split, default=[],
                         help="extra flags for every `python -m server`, one quoted string")
     args = parser.parse_args(argv)

@@ -6,7 +6,9 @@ same query always gets the same key, a text and its token ids get two. `item_fir
 have no key: the item comes first, so no two of them share a head a worker could keep.
 QueryHolders owns the query -> workers map (an LRU bounded by its number of queries); the Router
 records each choice in it; a worker that leaves (discovery) or may have restarted (the registry) is
-dropped from it. No I/O and no clock here.
+dropped from it. Keyed choices weigh each worker by the requests this gateway has in flight to it
+(SGLang's router's load: counted when sent, so a fan-out that arrives in one burst sees itself
+pile up; no poll lag). No I/O and no clock here.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import hashlib
 import json
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.config import DEFAULT_BALANCE_ABS, DEFAULT_BALANCE_REL, DEFAULT_MAX_QUERIES
@@ -40,7 +42,7 @@ def query_key(payload) -> str | None:
 
 @dataclass(frozen=True)
 class Balance:
-    """The balance thresholds, in sequences (SGLang's rule: both must be passed)."""
+    """The balance thresholds, in requests in flight (SGLang's rule and unit: both must be passed)."""
 
     abs_threshold: int = DEFAULT_BALANCE_ABS
     rel_threshold: float = DEFAULT_BALANCE_REL
@@ -56,38 +58,47 @@ class Choice:
     outcome: str  # one of OUTCOMES; "" when there was no worker to choose
 
 
+def rank(key: str, url: str) -> int:
+    """The worker's place in the query's rendezvous order: the higher, the sooner it is chosen."""
+    return int.from_bytes(hashlib.blake2b(f"{key}|{url}".encode(), digest_size=8).digest())
+
+
 def home(key: str, workers: Sequence[Worker]) -> Worker:
-    """The query's worker by rendezvous hashing: the highest digest of (key, URL). A worker that
+    """The query's worker by rendezvous hashing: the highest rank of (key, URL). A worker that
     joins or leaves moves only the queries it wins or held; `workers` must not be empty."""
-    return max(workers, key=lambda w: (hashlib.blake2b(f"{key}|{w.url}".encode(),
-                                                       digest_size=8).digest(), w.url))
+    return max(workers, key=lambda w: (rank(key, w.url), w.url))
 
 
 def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker],
-           balance: Balance, rng: random.Random) -> Choice:
-    """The worker for a request with query `key` among the fresh `workers`.
+           in_flight: Mapping[str, int], balance: Balance, rng: random.Random) -> Choice:
+    """The worker for a request with query `key` among the fresh `workers`; `in_flight` is the
+    requests this gateway has in flight to each (by URL; a missing one has none).
 
-    hit: the least-loaded fresh worker among `holders` (those that hold or are computing it);
+    hit: the fresh worker among `holders` (those that hold or are computing it) with the fewest
+    requests in flight;
     new: a query no fresh worker holds goes to its rendezvous home;
-    spill: that worker is overloaded (Balance) against the lightest: the lighter of two others
-    (power of two), so a hot query spreads instead of pinning one worker;
-    unkeyed: no key (item_first): power of two.
+    spill: that worker is overloaded (Balance) against the one with the fewest: the other worker
+    with the fewest requests in flight (ties: the query's rendezvous order), so a hot query spreads
+    instead of pinning one worker, and its spills meet on as few workers as they can;
+    unkeyed: no key (item_first): power of two on the polled load.
     """
     if not workers:
         return Choice(None, "")
     if key is None:
         return Choice(pick(workers, "power_of_two", rng, 0), "unkeyed")
     held = set(holders)
+    load = {w.url: in_flight.get(w.url, 0) for w in workers}
     holding = [w for w in workers if w.url in held]
     if holding:
-        target, outcome = min(holding, key=lambda w: (w.load, w.url)), "hit"
+        target, outcome = min(holding, key=lambda w: (load[w.url], w.url)), "hit"
     else:
         target, outcome = home(key, workers), "new"
-    if not balance.is_overloaded(target.load, min(w.load for w in workers)):
+    if not balance.is_overloaded(load[target.url], min(load.values())):
         return Choice(target, outcome)
-    # Overloaded means some worker is lighter: `others` is never empty here.
+    # Overloaded means some worker has fewer: `others` is never empty here.
     others = [w for w in workers if w is not target]
-    return Choice(pick(others, "power_of_two", rng, 0), "spill")
+    lightest = min(others, key=lambda w: (load[w.url], -rank(key, w.url)))
+    return Choice(lightest, "spill")
 
 
 class QueryHolders:

@@ -24,9 +24,10 @@ from scoringfleet_contract.flags import add_flags, config_fields, flag
 Policy = Literal["power_of_two", "round_robin", "cache_aware"]
 POLICIES = get_args(Policy)
 DEFAULT_MAX_CONNECTIONS = 4096
-# cache_aware: SGLang router's defaults (--balance-abs-threshold 64, --balance-rel-threshold 1.5),
-# here in sequences, the unit of the workers' /get_load; the query -> workers map's bound.
-DEFAULT_BALANCE_ABS = 64
+# cache_aware: the balance thresholds in SGLang router's unit (requests in flight from the gateway).
+# abs 32, not SGLang's 64: the issue's hot query (48 concurrent requests) must reach a second worker,
+# and 64 would hold all 48 on one; the rel threshold is SGLang's. Then the query -> workers map's bound.
+DEFAULT_BALANCE_ABS = 32
 DEFAULT_BALANCE_REL = 1.5
 DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
 
@@ -61,10 +62,10 @@ class GatewayConfig:
     access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
         "an access-log line for every request, also probes and /metrics scrapes"))
     balance_abs_threshold: int = field(default=DEFAULT_BALANCE_ABS, metadata=flag(
-        "cache_aware: a query's worker is passed over (power of two instead) when its load exceeds "
-        "the lightest worker's by more than this many sequences, and ..."))
+        "cache_aware: a query's worker is passed over (for the one with the fewest) when its requests "
+        "in flight exceed the fewest any worker has by more than this many, and ..."))
     balance_rel_threshold: float = field(default=DEFAULT_BALANCE_REL, metadata=flag(
-        "... is more than this many times the lightest worker's load"))
+        "... is more than this many times that fewest"))
     max_tracked_queries: int = field(default=DEFAULT_MAX_QUERIES, metadata=flag(
         "cache_aware: queries remembered with their workers (least recently routed out first)"))
 

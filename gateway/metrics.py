@@ -62,7 +62,8 @@ class GatewayMetrics:
                                ["reason"], registry=self.registry)
         self.affinity = Counter(
             f"{PREFIX}_affinity", "cache_aware choices: hit (a worker holding the query), new (its "
-            "hash's worker), spill (that one too busy: power of two), unkeyed (no query key)",
+            "hash's worker), spill (that one too busy: the one with the fewest in flight), unkeyed "
+            "(no query key)",
             ["outcome"], registry=self.registry)
         self.registry.register(_LiveGauges(waiting, workers, clock))
 

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 
-from bench.fanout import fleet_runs, format_table, ratios, single_runs
+from bench.fanout import fleet_runs, format_table, hot_run, ratios, single_runs
 from bench.fanout_workload import (
     FanOut,
     distinct_bodies,
@@ -100,11 +100,16 @@ def test_fleet_runs_compare_the_policies_over_three_servers():
         for gateway in gateways.values():
             gateway.wait_ready(timeout_s=30, path="/ready")
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, servers, TINY, 1))
+        hot = asyncio.run(hot_run(gateways["cache_aware"].url, servers, TINY, 48))
     assert [r.name for r in runs] == ["cache_aware fan-out, round 1", "power_of_two fan-out, round 1",
                                       "cache_aware mixed, round 1", "power_of_two mixed, round 1"]
     assert all(r.num_failed == 0 and r.hit_share is not None for r in runs)
     cache_aware = runs[0]
-    assert cache_aware.hit_share == 1.0  # 4 x 3 items = 12 sequences a query: never past 64
+    assert cache_aware.hit_share == 1.0  # 4 requests a query: never past 32 in flight
     assert cache_aware.affinity == {"new": 3, "hit": 9}
     assert abs(sum(cache_aware.worker_shares.values()) - 1) < 1e-9  # workers that got none: absent
     assert "spill" not in runs[1].affinity and runs[1].affinity == {}  # power_of_two counts none
+    # the hot query's spread needs requests that pile up (tests/gateway/test_cache_aware_e2e.py);
+    # these cost nothing, so only the counting is checked here
+    assert hot.name == "cache_aware hot query x48" and hot.num_ok == 48
+    assert sum(hot.affinity.values()) == 48

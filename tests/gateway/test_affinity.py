@@ -12,7 +12,13 @@ KEY = query_key({"query": "a long user history", "items": ["x"]})
 
 
 def workers(*loads: int) -> list[Worker]:
+    """Workers whose polled load is `loads` (what unkeyed requests go by)."""
     return [Worker(f"http://w{i}", num_reqs=load) for i, load in enumerate(loads)]
+
+
+def in_flight(*counts: int) -> dict[str, int]:
+    """Requests this gateway has in flight to w0, w1, ... (what keyed requests go by)."""
+    return {f"http://w{i}": count for i, count in enumerate(counts)}
 
 
 @pytest.mark.parametrize("payload, keyed", [
@@ -36,54 +42,60 @@ def test_query_key_is_the_query_as_sent():
 
 
 @pytest.mark.parametrize("load, min_load, overloaded", [
-    (64, 0, False),     # exactly abs: not beyond it
-    (65, 0, True),
-    (200, 135, False),  # 65 more, but not 1.5x (202.5)
-    (211, 140, True),   # 71 more and past 1.5x (210)
-    (300, 250, False),  # 1.2x
+    (32, 0, False),   # exactly abs: not beyond it
+    (33, 0, True),
+    (100, 67, False),  # 33 more, but not 1.5x (100.5)
+    (110, 70, True),   # 40 more and past 1.5x (105)
+    (200, 160, False),  # 1.25x
 ], ids=["at-abs", "past-abs", "abs-not-rel", "both", "rel-not-abs"])
 def test_balance_needs_both_thresholds(load, min_load, overloaded):
-    assert Balance(64, 1.5).is_overloaded(load, min_load) is overloaded
+    assert Balance(32, 1.5).is_overloaded(load, min_load) is overloaded
 
 
 def test_choose_without_workers_is_none():
-    assert choose(KEY, (), [], Balance(), random.Random(0)).worker is None
+    assert choose(KEY, (), [], {}, Balance(), random.Random(0)).worker is None
 
 
-@pytest.mark.parametrize("loads, holders, url, outcome", [
+@pytest.mark.parametrize("counts, holders, url, outcome", [
     ((0, 0, 0), ("http://w1",), "http://w1", "hit"),
-    ((10, 60, 0), ("http://w1",), "http://w1", "hit"),                 # 60 over the lightest: within 64
-    ((10, 40, 0), ("http://w1", "http://w2"), "http://w2", "hit"),     # the lighter holder
-    ((0, 0, 0), ("http://gone",), None, "new"),                        # holder out of rotation: home
-    ((0, 200, 150), ("http://w1",), "http://w0", "spill"),             # 200 > 64 + 0 and > 1.5 * 0
-], ids=["idle", "within-thresholds", "lighter-holder", "holder-not-fresh", "spill-to-lightest-pair"])
-def test_choose_when(loads, holders, url, outcome):
-    pool = workers(*loads)
-    choice = choose(KEY, holders, pool, Balance(64, 1.5), random.Random(0))
+    ((5, 32, 0), ("http://w1",), "http://w1", "hit"),                 # 32 over the fewest: within 32
+    ((5, 20, 0), ("http://w1", "http://w2"), "http://w2", "hit"),     # the holder with fewer
+    ((0, 0, 0), ("http://gone",), None, "new"),                       # holder out of rotation: home
+    ((3, 40, 1), ("http://w1",), "http://w2", "spill"),               # 40 > 32 + 1 and > 1.5: fewest
+], ids=["idle", "within-thresholds", "fewer-holder", "holder-not-fresh", "spill-to-the-fewest"])
+def test_choose_when(counts, holders, url, outcome):
+    pool = workers(0, 0, 0)
+    choice = choose(KEY, holders, pool, in_flight(*counts), Balance(32, 1.5), random.Random(0))
     assert choice.outcome == outcome
     assert choice.worker.url == (url or home(KEY, pool).url)
+
+
+def test_keyed_choices_go_by_requests_in_flight_not_the_polled_load():
+    pool = workers(500, 0, 0)  # polled: w0 is busy with another gateway's traffic, say
+    choice = choose(KEY, ("http://w0",), pool, in_flight(2, 0, 0), Balance(), random.Random(0))
+    assert (choice.worker.url, choice.outcome) == ("http://w0", "hit")
 
 
 def test_a_new_query_goes_home_unless_home_is_overloaded():
     pool = workers(0, 0, 0)
     target = home(KEY, pool)
-    assert choose(KEY, (), pool, Balance(), random.Random(0)).worker is target
-    target.num_reqs = 100  # now 100 over the lightest, which is at 0
-    spilled = choose(KEY, (), pool, Balance(), random.Random(0))
+    assert choose(KEY, (), pool, {}, Balance(), random.Random(0)).worker is target
+    spilled = choose(KEY, (), pool, {target.url: 40}, Balance(), random.Random(0))
     assert spilled.outcome == "spill" and spilled.worker is not target
 
 
-def test_a_spill_never_picks_the_overloaded_worker_even_when_another_is_heavier():
-    pool = workers(100, 300, 0)  # w0 holds it: overloaded against w2; w1 is heavier still
-    chosen = {choose(KEY, ("http://w0",), pool, Balance(), random.Random(seed)).worker.url
-              for seed in range(50)}
-    # the lighter of the pair (w1, w2); power of two over all three would pick w0 against w1
-    assert chosen == {"http://w2"}
+def test_spills_of_one_query_meet_on_one_worker():
+    # w0 holds it and is overloaded; w1 and w2 have as few: the query's rendezvous order decides,
+    # the same for every spill of this query (a second worker computes it once, not two).
+    pool = workers(0, 0, 0)
+    chosen = {choose(KEY, ("http://w0",), pool, in_flight(40, 0, 0), Balance(),
+                     random.Random(seed)).worker.url for seed in range(20)}
+    assert len(chosen) == 1 and chosen != {"http://w0"}
 
 
 def test_unkeyed_requests_go_by_power_of_two():
     pool = workers(50, 0)
-    choice = choose(None, ("http://w0",), pool, Balance(), random.Random(0))
+    choice = choose(None, ("http://w0",), pool, {}, Balance(), random.Random(0))
     assert (choice.worker.url, choice.outcome) == ("http://w1", "unkeyed")
 
 
@@ -97,16 +109,27 @@ def test_home_spreads_queries_and_moves_only_the_leavers_queries():
     assert moved and all(homes[key] == "http://w3" for key in moved)  # rendezvous: only w3's move
 
 
-def test_a_hot_query_fans_out_as_load_grows():
-    # 48 concurrent requests of 20 items, one query: each choice adds its load (the gateway's
-    # in-flight correction) before the next is made.
-    pool, holders, rng, served = workers(0, 0, 0), QueryHolders(), random.Random(3), Counter()
+def test_a_hot_query_spreads_as_its_requests_pile_up():
+    # 48 concurrent requests with one query (the issue's hot query), none answered yet: each
+    # choice counts its request in flight before the next is made.
+    pool, holders, rng, sent = workers(0, 0, 0), QueryHolders(), random.Random(3), Counter()
     for _ in range(48):
-        choice = choose(KEY, holders.get(KEY), pool, Balance(), rng)
+        choice = choose(KEY, holders.get(KEY), pool, sent, Balance(), rng)
         holders.add(KEY, choice.worker.url)
-        choice.worker.num_sent += 20
-        served[choice.worker.url] += 1
-    assert len(served) == 3 and min(served.values()) >= 10  # with no spill: all 48 on one
+        sent[choice.worker.url] += 1
+    # 33 on its home (32 over the fewest, then spill), the other 15 on one second worker: SGLang's
+    # 64 would have kept all 48 on one
+    assert sorted(sent.values()) == [15, 33] and len(holders.get(KEY)) == 2
+
+
+def test_a_fan_out_of_ten_stays_on_its_worker():
+    # the issue's fan-out: 10 concurrent requests with one query, other workers idle
+    pool, holders, sent = workers(0, 0, 0), QueryHolders(), Counter()
+    for _ in range(10):
+        choice = choose(KEY, holders.get(KEY), pool, sent, Balance(), random.Random(0))
+        holders.add(KEY, choice.worker.url)
+        sent[choice.worker.url] += 1
+    assert list(sent.values()) == [10]
 
 
 def test_holders_remember_each_worker_once_in_order():

@@ -79,7 +79,7 @@ def test_a_hot_query_of_48_concurrent_requests_is_served_by_several_workers(tmp_
                                     range(48)))
         assert [a.status_code for a in answers] == [200] * 48
         served = [url for url, count in routed(gateway, urls).items() if count > 0]
-        assert len(served) >= 2  # 20 sequences each: past 64 over the lightest after 4 requests
+        assert len(served) >= 2  # 33 in flight on the first worker: past 32 over the fewest
         assert sample(gateway, f"{G}_affinity_total", outcome="spill") >= 1
         outcomes = sum(sample(gateway, f"{G}_affinity_total", outcome=o) for o in ("new", "hit", "spill"))
         assert outcomes == 48

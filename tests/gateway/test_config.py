@@ -16,7 +16,7 @@ def test_defaults_follow_the_contract():
 def test_cache_aware_flags_and_sglangs_defaults():
     config, _ = parse_args(["--worker-urls", "http://a:1", "--policy", "cache_aware"])
     assert (config.policy, config.balance_abs_threshold, config.balance_rel_threshold) == \
-        ("cache_aware", 64, 1.5)  # SGLang router's --balance-abs-threshold, --balance-rel-threshold
+        ("cache_aware", 32, 1.5)  # requests in flight (SGLang: 64, too many for a 48-request hot query)
     config, _ = parse_args(["--worker-urls", "http://a:1", "--balance-abs-threshold", "8",
                             "--balance-rel-threshold", "1.2", "--max-tracked-queries", "100"])
     assert (config.balance_abs_threshold, config.balance_rel_threshold,

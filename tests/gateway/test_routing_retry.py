@@ -139,3 +139,29 @@ def test_a_malformed_answer_is_a_counted_502():
             return await router.route(BODY, HEADERS)  # before the fix: the ClientError escaped
     answer = asyncio.run(main())
     assert answer.status == 502 and b"answered unreadably" in answer.body
+
+
+def test_requests_in_flight_are_counted_until_answered_or_failed():
+    # cache_aware weighs workers by them: a request counts from its send until its answer, and a
+    # failed connection (here: refused) leaves nothing behind.
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return web.json_response({"scores": []})
+
+    async def main():
+        app = web.Application()
+        app.router.add_post("/v1/score", slow)
+        async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as session:
+            url = str(server.make_url("")).rstrip("/")
+            router, _, _ = make_router(session, [url, REFUSING], [url, REFUSING], queue_timeout_s=1)
+            pending = [asyncio.create_task(router.route(BODY, HEADERS)) for _ in range(3)]
+            await asyncio.sleep(0.3)
+            during = dict(router.in_flight)
+            release.set()
+            statuses = [answer.status for answer in await asyncio.gather(*pending)]
+            return during, dict(router.in_flight), statuses
+    during, after, statuses = asyncio.run(main())
+    assert statuses == [200, 200, 200]  # those sent to REFUSING moved on to the live worker
+    assert list(during.values()) == [3] and after == {}
