@@ -26,10 +26,12 @@ G = "scoringfleet_gateway"
 
 @dataclass
 class PacedRunner(FakeRunner):
-    """A forward takes 20 ms of wall time, so concurrent requests pile up as load."""
+    """A forward takes `delay_s` of wall time, so concurrent requests pile up as load."""
+
+    delay_s: float = 0.02
 
     def run(self, sequences):
-        time.sleep(0.02)
+        time.sleep(self.delay_s)
         return super().run(sequences)
 
 
@@ -38,9 +40,9 @@ def body(query: list[int], num_items: int = 2) -> dict:
 
 
 @contextlib.contextmanager
-def fleet(tmp_path, *flags: str):
+def fleet(tmp_path, *flags: str, delay_s: float = 0.02):
     with contextlib.ExitStack() as stack:
-        urls = [stack.enter_context(serving(PacedRunner()))[0] for _ in range(3)]
+        urls = [stack.enter_context(serving(PacedRunner(delay_s=delay_s)))[0] for _ in range(3)]
         gateway = stack.enter_context(gateway_process(
             "--worker-urls", *urls, "--policy", "cache_aware", *flags,
             log_path=tmp_path / "gateway.log"))
@@ -73,7 +75,9 @@ def test_each_query_stays_on_one_worker_and_counts_hits(tmp_path):
 
 
 def test_a_hot_query_of_48_concurrent_requests_is_served_by_several_workers(tmp_path):
-    with fleet(tmp_path) as (gateway, urls), httpx.Client(base_url=gateway, timeout=60) as client:
+    # forwards of 0.5 s: all 48 are sent before the first is answered, even on a busy machine
+    with fleet(tmp_path, delay_s=0.5) as (gateway, urls), \
+            httpx.Client(base_url=gateway, timeout=60) as client:
         with ThreadPoolExecutor(max_workers=48) as pool:
             answers = list(pool.map(lambda _: client.post("/v1/score", json=body([42] * 50, 20)),
                                     range(48)))
