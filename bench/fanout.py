@@ -8,7 +8,8 @@ single: one server (`python -m server`), the fan-out workload (bench.fanout_work
   requests sent together, concurrency = requests per query) against the same token counts with
   every request's query distinct: items/s, P50/P99, the server's `sglang:cached_tokens_total`, and
   the share of repeated query tokens it did not compute (from `sglang:computed_tokens_total`).
-fleet: three servers behind two gateways over the same servers (`--policy cache_aware` and
+fleet: three servers (the machine's CPUs split among them, unless --server-args names
+  --num-threads) behind two gateways over the same servers (`--policy cache_aware` and
   `power_of_two`), on the fan-out and the mixed workload (half fan-out, half distinct), concurrency
   3 x requests per query: the same, plus each worker's share of the requests and the gateway's
   affinity counters (hit/new/spill). Every run draws queries no server has seen. Then one hot
@@ -39,6 +40,7 @@ from bench.fanout_workload import (
 )
 from bench.server_process import start_server
 from bench.workload import ScoreBody, percentile
+from server.cpus import detect_usable_cpus
 
 TIMEOUT_S = 600.0
 WORKLOADS = {"fan-out": fanout_bodies, "distinct": distinct_bodies, "mixed": mixed_bodies}
@@ -179,11 +181,20 @@ def single(args: argparse.Namespace, shape: FanOut) -> str:
             + ratio_line("items/s fan-out / distinct", ratios(runs, "fan-out", "distinct")))
 
 
+def fleet_server_args(server_args: list[str], num_cpus: int, num_servers: int = 3) -> list[str]:
+    """The servers' flags: unless they name their threads, the machine's CPUs split among them, as
+    three pods would each have their own (three servers of torch's default would each take every
+    core: threads oversubscribed 3x, measuring contention instead of routing)."""
+    if "--num-threads" in server_args:
+        return server_args
+    return [*server_args, "--num-threads", str(max(num_cpus // num_servers, 1))]
+
+
 def fleet(args: argparse.Namespace, shape: FanOut) -> str:
+    server_args = ["--request-timeout", "600",
+                   *fleet_server_args(args.server_args, detect_usable_cpus())]
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(start_server("server", ["--request-timeout", "600",
-                                                               *args.server_args]))
-                   for _ in range(3)]
+        servers = [stack.enter_context(start_server("server", server_args)) for _ in range(3)]
         for server in servers:
             server.wait_ready(timeout_s=600)
         urls = [s.url for s in servers]
@@ -196,7 +207,8 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
                                       args.rounds))
         hot = (asyncio.run(hot_run(gateways["cache_aware"].url, urls, shape, args.hot_requests))
                if args.hot_requests else None)
-    lines = [format_table(f"three servers behind the gateway, {describe(shape)}",
+    lines = [format_table(f"three servers behind the gateway ({' '.join(server_args[2:])}), "
+                          f"{describe(shape)}",
                           runs + ([hot] if hot else []))]
     for kind in ("fan-out", "mixed"):
         kind_runs = [r for r in runs if f" {kind}," in r.name]

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 
-from bench.fanout import fleet_runs, format_table, hot_run, ratios, single_runs
+from bench.fanout import fleet_runs, fleet_server_args, format_table, hot_run, ratios, single_runs
 from bench.fanout_workload import (
     FanOut,
     distinct_bodies,
@@ -113,3 +113,10 @@ def test_fleet_runs_compare_the_policies_over_three_servers():
     # these cost nothing, so only the counting is checked here
     assert hot.name == "cache_aware hot query x48" and hot.num_ok == 48
     assert sum(hot.affinity.values()) == 48
+
+
+def test_the_fleets_servers_split_the_machines_cpus_unless_told():
+    assert fleet_server_args([], num_cpus=2) == ["--num-threads", "1"]
+    assert fleet_server_args(["--dtype", "float32"], num_cpus=12) == ["--dtype", "float32",
+                                                                     "--num-threads", "4"]
+    assert fleet_server_args(["--num-threads", "2"], num_cpus=2) == ["--num-threads", "2"]
