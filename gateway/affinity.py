@@ -63,6 +63,12 @@ def rank(key: str, url: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{key}|{url}".encode(), digest_size=8).digest())
 
 
+def fewest(key: str, workers: Sequence[Worker], load: Mapping[str, int]) -> Worker:
+    """The worker with the fewest requests in flight; ties in the query's rendezvous order (its
+    home first, when all are even)."""
+    return min(workers, key=lambda w: (load[w.url], -rank(key, w.url), w.url))
+
+
 def home(key: str, workers: Sequence[Worker]) -> Worker:
     """The query's worker by rendezvous hashing: the highest rank of (key, URL). A worker that
     joins or leaves moves only the queries it wins or held; `workers` must not be empty."""
@@ -76,10 +82,12 @@ def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker],
 
     hit: the fresh worker among `holders` (those that hold or are computing it) with the fewest
     requests in flight;
-    new: a query no fresh worker holds goes to its rendezvous home;
-    spill: that worker is overloaded (Balance) against the one with the fewest: the other worker
-    with the fewest requests in flight (ties: the query's rendezvous order), so a hot query spreads
-    instead of pinning one worker, and its spills meet on as few workers as they can;
+    new: a query no fresh worker holds is computed once wherever it goes: to the worker with the
+    fewest requests in flight, ties in its rendezvous order (an even fleet sends it home, whichever
+    gateway replica routes it), so a few queries do not pile onto one worker while another idles;
+    spill: a holder is overloaded (Balance) against the one with the fewest: the other worker with
+    the fewest (ties: the query's rendezvous order), so a hot query spreads instead of pinning one
+    worker, and its spills meet on as few workers as they can;
     unkeyed: no key (item_first): power of two on the polled load.
     """
     if not workers:
@@ -92,13 +100,12 @@ def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker],
     if holding:
         target, outcome = min(holding, key=lambda w: (load[w.url], w.url)), "hit"
     else:
-        target, outcome = home(key, workers), "new"
+        target, outcome = fewest(key, workers, load), "new"
     if not balance.is_overloaded(load[target.url], min(load.values())):
         return Choice(target, outcome)
     # Overloaded means some worker has fewer: `others` is never empty here.
     others = [w for w in workers if w is not target]
-    lightest = min(others, key=lambda w: (load[w.url], -rank(key, w.url)))
-    return Choice(lightest, "spill")
+    return Choice(fewest(key, others, load), "spill")
 
 
 class QueryHolders:

@@ -61,8 +61,10 @@ def test_choose_without_workers_is_none():
     ((5, 32, 0), ("http://w1",), "http://w1", "hit"),                 # 32 over the fewest: within 32
     ((5, 20, 0), ("http://w1", "http://w2"), "http://w2", "hit"),     # the holder with fewer
     ((0, 0, 0), ("http://gone",), None, "new"),                       # holder out of rotation: home
+    ((4, 0, 4), (), "http://w1", "new"),                              # never seen: the fewest
     ((3, 40, 1), ("http://w1",), "http://w2", "spill"),               # 40 > 32 + 1 and > 1.5: fewest
-], ids=["idle", "within-thresholds", "fewer-holder", "holder-not-fresh", "spill-to-the-fewest"])
+], ids=["idle", "within-thresholds", "fewer-holder", "holder-not-fresh", "new-to-the-fewest",
+        "spill-to-the-fewest"])
 def test_choose_when(counts, holders, url, outcome):
     pool = workers(0, 0, 0)
     choice = choose(KEY, holders, pool, in_flight(*counts), Balance(32, 1.5), random.Random(0))
@@ -76,12 +78,25 @@ def test_keyed_choices_go_by_requests_in_flight_not_the_polled_load():
     assert (choice.worker.url, choice.outcome) == ("http://w0", "hit")
 
 
-def test_a_new_query_goes_home_unless_home_is_overloaded():
+def test_a_new_query_goes_home_on_an_even_fleet_else_to_the_worker_with_the_fewest():
     pool = workers(0, 0, 0)
     target = home(KEY, pool)
     assert choose(KEY, (), pool, {}, Balance(), random.Random(0)).worker is target
-    spilled = choose(KEY, (), pool, {target.url: 40}, Balance(), random.Random(0))
-    assert spilled.outcome == "spill" and spilled.worker is not target
+    busy_home = choose(KEY, (), pool, {target.url: 10}, Balance(), random.Random(0))
+    assert busy_home.outcome == "new" and busy_home.worker is not target  # computed once anyway
+
+
+def test_a_few_new_queries_spread_over_the_workers():
+    # Three fan-outs of 10 arriving one after another (the bench's first 30 requests): rendezvous
+    # alone sent two, or all three, to one worker (half the fleet idle while it worked them off).
+    pool, holders, sent = workers(0, 0, 0), QueryHolders(), Counter()
+    for query in range(3):
+        key = query_key({"query": f"user {query}"})
+        for _ in range(10):
+            choice = choose(key, holders.get(key), pool, sent, Balance(), random.Random(0))
+            holders.add(key, choice.worker.url)
+            sent[choice.worker.url] += 1
+    assert sorted(sent.values()) == [10, 10, 10]
 
 
 def test_spills_of_one_query_meet_on_one_worker():
