@@ -61,9 +61,9 @@ class GatewayMetrics:
         self.retries = Counter(f"{PREFIX}_retries", "Retries on another worker, by reason",
                                ["reason"], registry=self.registry)
         self.affinity = Counter(
-            f"{PREFIX}_affinity", "cache_aware choices: hit (a worker holding the query), new (its "
-            "hash's worker), spill (that one too busy: the one with the fewest in flight), unkeyed "
-            "(no query key)",
+            f"{PREFIX}_affinity", "cache_aware choices: hit (a worker holding the query), new (a query "
+            "never seen: the worker with the fewest in flight), spill (the holder too busy: the one "
+            "with the fewest), unkeyed (no query key)",
             ["outcome"], registry=self.registry)
         self.registry.register(_LiveGauges(waiting, workers, clock))
 

@@ -66,7 +66,7 @@ def test_each_query_stays_on_one_worker_and_counts_hits(tmp_path):
             assert list(moved.values()) == [5]  # all five on one worker
             workers_of_query.append(next(iter(moved)))
         assert workers_of_query[3] == workers_of_query[0]  # the first query came back to its worker
-        # 3 queries never seen (each to its hash's worker), then 17 requests to a holder
+        # 3 queries never seen (sent one at a time: each to its home), then 17 requests to a holder
         assert sample(gateway, f"{G}_affinity_total", outcome="new") == 3
         assert sample(gateway, f"{G}_affinity_total", outcome="hit") == 17
         item_first = client.post("/v1/score", json={**body([1, 2, 3]), "item_first": True})
