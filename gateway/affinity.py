@@ -7,8 +7,8 @@ have no key: the item comes first, so no two of them share a head a worker could
 QueryHolders owns the query -> workers map (an LRU bounded by its number of queries); the Router
 records each choice in it; a worker that leaves (discovery) or may have restarted (the registry) is
 dropped from it. Keyed choices weigh each worker by the requests this gateway has in flight to it
-(SGLang's router's load: counted when sent, so a fan-out that arrives in one burst sees itself
-pile up; no poll lag). No I/O and no clock here.
+(`Worker.requests_in_flight`, SGLang's router's load: counted when sent, so a fan-out that arrives
+in one burst sees itself pile up; no poll lag). No I/O and no clock here.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import hashlib
 import json
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gateway.config import DEFAULT_BALANCE_ABS, DEFAULT_BALANCE_REL, DEFAULT_MAX_QUERIES
@@ -63,10 +63,10 @@ def rank(key: str, url: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{key}|{url}".encode(), digest_size=8).digest())
 
 
-def fewest(key: str, workers: Sequence[Worker], load: Mapping[str, int]) -> Worker:
+def fewest(key: str, workers: Sequence[Worker]) -> Worker:
     """The worker with the fewest requests in flight; ties in the query's rendezvous order (its
     home first, when all are even)."""
-    return min(workers, key=lambda w: (load[w.url], -rank(key, w.url), w.url))
+    return min(workers, key=lambda w: (w.requests_in_flight, -rank(key, w.url), w.url))
 
 
 def home(key: str, workers: Sequence[Worker]) -> Worker:
@@ -75,10 +75,10 @@ def home(key: str, workers: Sequence[Worker]) -> Worker:
     return max(workers, key=lambda w: (rank(key, w.url), w.url))
 
 
-def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker],
-           in_flight: Mapping[str, int], balance: Balance, rng: random.Random) -> Choice:
-    """The worker for a request with query `key` among the fresh `workers`; `in_flight` is the
-    requests this gateway has in flight to each (by URL; a missing one has none).
+def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker], balance: Balance,
+           rng: random.Random) -> Choice:
+    """The worker for a request with query `key` among the fresh `workers` (each with the
+    requests this gateway has in flight to it).
 
     hit: the fresh worker among `holders` (those that hold or are computing it) with the fewest
     requests in flight;
@@ -95,17 +95,17 @@ def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker],
     if key is None:
         return Choice(pick(workers, "power_of_two", rng, 0), "unkeyed")
     held = set(holders)
-    load = {w.url: in_flight.get(w.url, 0) for w in workers}
     holding = [w for w in workers if w.url in held]
     if holding:
-        target, outcome = min(holding, key=lambda w: (load[w.url], w.url)), "hit"
+        target, outcome = min(holding, key=lambda w: (w.requests_in_flight, w.url)), "hit"
     else:
-        target, outcome = fewest(key, workers, load), "new"
-    if not balance.is_overloaded(load[target.url], min(load.values())):
+        target, outcome = fewest(key, workers), "new"
+    lightest = min(w.requests_in_flight for w in workers)
+    if not balance.is_overloaded(target.requests_in_flight, lightest):
         return Choice(target, outcome)
     # Overloaded means some worker has fewer: `others` is never empty here.
     others = [w for w in workers if w is not target]
-    return Choice(fewest(key, others, load), "spill")
+    return Choice(fewest(key, others), "spill")
 
 
 class QueryHolders:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from collections.abc import Collection, Mapping
 
 import aiohttp
@@ -47,7 +46,6 @@ class Router:
         # the registry those that may have restarted)
         self.holders = affinity.QueryHolders(config.max_tracked_queries)
         self.balance = affinity.Balance(config.balance_abs_threshold, config.balance_rel_threshold)
-        self.in_flight: Counter[str] = Counter()  # URL -> attempts sent and not yet answered
 
     def choose(self, exclude: Collection[str] = (), key: str | None = None) -> Worker | None:
         """A fresh worker not in `exclude` for a request whose query has `key`; a retry (exclude
@@ -56,8 +54,7 @@ class Router:
         if self.config.policy == "cache_aware":
             # A draining worker's load falls to 0: it would win as a holder and as the lightest.
             serving = [w for w in fresh if not w.draining] or fresh
-            choice = affinity.choose(key, self.holders.get(key), serving, self.in_flight,
-                                     self.balance, self.rng)
+            choice = affinity.choose(key, self.holders.get(key), serving, self.balance, self.rng)
             if choice.worker is not None:
                 self.metrics.affinity.labels(outcome=choice.outcome).inc()
                 if key is not None:  # it is computing the query from now on
@@ -140,10 +137,9 @@ class Router:
     async def _attempt(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
                        num_sequences: int) -> Upstream | Unreachable:
         path, body = call
+        # Counted before the first await: the next request's choice, made meanwhile, sees it.
         self.registry.record_sent(worker.url, num_sequences)
         self.metrics.routed.labels(worker=worker.url).inc()
-        # Counted before the first await: the next request's choice, made meanwhile, sees it.
-        self.in_flight[worker.url] += 1
         try:
             answer = await forward(self.session, worker.url, body, headers,
                                    self.config.request_timeout_s, path)
@@ -155,9 +151,7 @@ class Router:
         except TimeoutError:
             return error_reply(504, f"{worker.url} did not answer within {self.config.request_timeout_s} s")
         finally:
-            self.in_flight[worker.url] -= 1
-            if not self.in_flight[worker.url]:
-                del self.in_flight[worker.url]  # a worker that left leaves no entry behind
+            self.registry.record_done(worker.url)
         if answer.draining:
             self.registry.record_draining(worker.url)
         if answer.status == 401 and self.config.api_key is not None:

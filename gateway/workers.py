@@ -1,15 +1,16 @@
-"""WorkerRegistry: the workers in rotation, each with its last /get_load answer and the sequences
-the gateway has sent it since that answer (the in-flight correction).
+"""WorkerRegistry: the workers in rotation, each with its last /get_load answer, the sequences
+the gateway has sent it since that answer (the in-flight correction) and the requests it has sent
+it and not yet had answered.
 
 The only owner of per-worker state. Pure bookkeeping: every time is passed in (monotonic seconds).
 The poller reports its polls to it (poll_started, record_answer, record_failure); the router the
-sequences it sends and the connections that fail (record_sent, record_failure; the proxy only
-answers the router). The picker gets the registry's live Worker objects (fresh()), not copies,
-and only reads them. Discovery (app.set_rotation) sets who is in (set_urls). After each change
-of a worker's record it calls `on_change(url, record or None)` (the transition log decides
-whether that was a transition worth a line); when an answer shows a worker may be a new process,
-`on_new_process(url)` (the router forgets its queries). `worker_state()` is the one classification
-of a worker.
+requests it sends, their ends and the connections that fail (record_sent, record_done,
+record_failure; the proxy only answers the router). The picker and affinity.choose get the
+registry's live Worker objects (fresh()), not copies, and only read them. Discovery
+(app.set_rotation) sets who is in (set_urls). After each change of a worker's record it calls
+`on_change(url, record or None)` (the transition log decides whether that was a transition worth
+a line); when an answer shows a worker may be a new process, `on_new_process(url)` (the router
+forgets its queries). `worker_state()` is the one classification of a worker.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ class Worker:
     num_sent_at_poll: int = 0    # num_sent when the poll behind `num_reqs` was sent
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
     loading: bool = False        # its last answer said its model is still loading (no work)
+    requests_in_flight: int = 0  # requests this gateway sent it and has not had answered (or failed)
 
     @property
     def num_in_flight(self) -> int:
@@ -173,9 +175,18 @@ class WorkerRegistry:
         return True
 
     def record_sent(self, url: str, num_sequences: int) -> None:
+        """A request of `num_sequences` goes out to `url`: in flight until record_done."""
         worker = self._workers.get(url)
         if worker is not None:
             worker.num_sent += num_sequences
+            worker.requests_in_flight += 1
+
+    def record_done(self, url: str) -> None:
+        """A request sent to `url` ended: answered, failed or timed out. A worker that left and
+        came back meanwhile is a new record: its count never goes below 0."""
+        worker = self._workers.get(url)
+        if worker is not None and worker.requests_in_flight > 0:
+            worker.requests_in_flight -= 1
 
     def fresh(self, now: float) -> list[Worker]:
         return [w for w in self._workers.values()

@@ -16,9 +16,15 @@ def workers(*loads: int) -> list[Worker]:
     return [Worker(f"http://w{i}", num_reqs=load) for i, load in enumerate(loads)]
 
 
-def in_flight(*counts: int) -> dict[str, int]:
-    """Requests this gateway has in flight to w0, w1, ... (what keyed requests go by)."""
-    return {f"http://w{i}": count for i, count in enumerate(counts)}
+def in_flight(*counts: int) -> list[Worker]:
+    """Workers w0, w1, ... with `counts` requests this gateway has in flight to each (what keyed
+    requests go by)."""
+    return [Worker(f"http://w{i}", requests_in_flight=count) for i, count in enumerate(counts)]
+
+
+def send(choice) -> None:
+    """The Router's bookkeeping of a choice: the request is in flight to the chosen worker."""
+    choice.worker.requests_in_flight += 1
 
 
 @pytest.mark.parametrize("payload, keyed", [
@@ -53,7 +59,7 @@ def test_balance_needs_both_thresholds(load, min_load, overloaded):
 
 
 def test_choose_without_workers_is_none():
-    assert choose(KEY, (), [], {}, Balance(), random.Random(0)).worker is None
+    assert choose(KEY, (), [], Balance(), random.Random(0)).worker is None
 
 
 @pytest.mark.parametrize("counts, holders, url, outcome", [
@@ -66,51 +72,53 @@ def test_choose_without_workers_is_none():
 ], ids=["idle", "within-thresholds", "fewer-holder", "holder-not-fresh", "new-to-the-fewest",
         "spill-to-the-fewest"])
 def test_choose_when(counts, holders, url, outcome):
-    pool = workers(0, 0, 0)
-    choice = choose(KEY, holders, pool, in_flight(*counts), Balance(32, 1.5), random.Random(0))
+    pool = in_flight(*counts)
+    choice = choose(KEY, holders, pool, Balance(32, 1.5), random.Random(0))
     assert choice.outcome == outcome
     assert choice.worker.url == (url or home(KEY, pool).url)
 
 
 def test_keyed_choices_go_by_requests_in_flight_not_the_polled_load():
     pool = workers(500, 0, 0)  # polled: w0 is busy with another gateway's traffic, say
-    choice = choose(KEY, ("http://w0",), pool, in_flight(2, 0, 0), Balance(), random.Random(0))
+    pool[0].requests_in_flight = 2
+    choice = choose(KEY, ("http://w0",), pool, Balance(), random.Random(0))
     assert (choice.worker.url, choice.outcome) == ("http://w0", "hit")
 
 
 def test_a_new_query_goes_home_on_an_even_fleet_else_to_the_worker_with_the_fewest():
     pool = workers(0, 0, 0)
     target = home(KEY, pool)
-    assert choose(KEY, (), pool, {}, Balance(), random.Random(0)).worker is target
-    busy_home = choose(KEY, (), pool, {target.url: 10}, Balance(), random.Random(0))
+    assert choose(KEY, (), pool, Balance(), random.Random(0)).worker is target
+    target.requests_in_flight = 10
+    busy_home = choose(KEY, (), pool, Balance(), random.Random(0))
     assert busy_home.outcome == "new" and busy_home.worker is not target  # computed once anyway
 
 
 def test_a_few_new_queries_spread_over_the_workers():
     # Three fan-outs of 10 arriving one after another (the bench's first 30 requests): rendezvous
     # alone sent two, or all three, to one worker (half the fleet idle while it worked them off).
-    pool, holders, sent = workers(0, 0, 0), QueryHolders(), Counter()
+    pool, holders = workers(0, 0, 0), QueryHolders()
     for query in range(3):
         key = query_key({"query": f"user {query}"})
         for _ in range(10):
-            choice = choose(key, holders.get(key), pool, sent, Balance(), random.Random(0))
+            choice = choose(key, holders.get(key), pool, Balance(), random.Random(0))
             holders.add(key, choice.worker.url)
-            sent[choice.worker.url] += 1
-    assert sorted(sent.values()) == [10, 10, 10]
+            send(choice)
+    assert sorted(w.requests_in_flight for w in pool) == [10, 10, 10]
 
 
 def test_spills_of_one_query_meet_on_one_worker():
     # w0 holds it and is overloaded; w1 and w2 have as few: the query's rendezvous order decides,
     # the same for every spill of this query (a second worker computes it once, not two).
-    pool = workers(0, 0, 0)
-    chosen = {choose(KEY, ("http://w0",), pool, in_flight(40, 0, 0), Balance(),
-                     random.Random(seed)).worker.url for seed in range(20)}
+    pool = in_flight(40, 0, 0)
+    chosen = {choose(KEY, ("http://w0",), pool, Balance(), random.Random(seed)).worker.url
+              for seed in range(20)}
     assert len(chosen) == 1 and chosen != {"http://w0"}
 
 
 def test_unkeyed_requests_go_by_power_of_two():
     pool = workers(50, 0)
-    choice = choose(None, ("http://w0",), pool, {}, Balance(), random.Random(0))
+    choice = choose(None, ("http://w0",), pool, Balance(), random.Random(0))
     assert (choice.worker.url, choice.outcome) == ("http://w1", "unkeyed")
 
 
@@ -127,24 +135,24 @@ def test_home_spreads_queries_and_moves_only_the_leavers_queries():
 def test_a_hot_query_spreads_as_its_requests_pile_up():
     # 48 concurrent requests with one query (the issue's hot query), none answered yet: each
     # choice counts its request in flight before the next is made.
-    pool, holders, rng, sent = workers(0, 0, 0), QueryHolders(), random.Random(3), Counter()
+    pool, holders, rng = workers(0, 0, 0), QueryHolders(), random.Random(3)
     for _ in range(48):
-        choice = choose(KEY, holders.get(KEY), pool, sent, Balance(), rng)
+        choice = choose(KEY, holders.get(KEY), pool, Balance(), rng)
         holders.add(KEY, choice.worker.url)
-        sent[choice.worker.url] += 1
+        send(choice)
     # 33 on its home (32 over the fewest, then spill), the other 15 on one second worker: SGLang's
     # 64 would have kept all 48 on one
-    assert sorted(sent.values()) == [15, 33] and len(holders.get(KEY)) == 2
+    assert sorted(w.requests_in_flight for w in pool) == [0, 15, 33] and len(holders.get(KEY)) == 2
 
 
 def test_a_fan_out_of_ten_stays_on_its_worker():
     # the issue's fan-out: 10 concurrent requests with one query, other workers idle
-    pool, holders, sent = workers(0, 0, 0), QueryHolders(), Counter()
+    pool, holders = workers(0, 0, 0), QueryHolders()
     for _ in range(10):
-        choice = choose(KEY, holders.get(KEY), pool, sent, Balance(), random.Random(0))
+        choice = choose(KEY, holders.get(KEY), pool, Balance(), random.Random(0))
         holders.add(KEY, choice.worker.url)
-        sent[choice.worker.url] += 1
-    assert list(sent.values()) == [10]
+        send(choice)
+    assert sorted(w.requests_in_flight for w in pool) == [0, 0, 10]
 
 
 def test_holders_remember_each_worker_once_in_order():

@@ -34,6 +34,18 @@ def test_sent_sequences_count_until_a_poll_sent_after_them_answers():
     assert reg.get(A).load == 25
 
 
+def test_requests_are_in_flight_from_sent_to_done_and_a_returning_worker_starts_at_zero():
+    reg = registry(A)
+    reg.record_sent(A, 20)
+    reg.record_sent(A, 5)
+    reg.record_done(A)
+    assert reg.get(A).requests_in_flight == 1
+    reg.set_urls([])
+    reg.set_urls([A])                     # left and came back: a new record, the old request
+    reg.record_done(A)                    # ends after it and does not take it below 0
+    assert reg.get(A).requests_in_flight == 0
+
+
 def test_a_failure_takes_a_worker_out_until_a_poll_answers():
     reg = registry(A, B)
     for url in (A, B):
@@ -60,6 +72,7 @@ def test_reports_about_unknown_workers_are_ignored():
     reg = registry(A)
     reg.record_answer(B, 3, 0, now=1.0)
     reg.record_sent(B, 3)
+    reg.record_done(B)
     reg.record_failure(B)
     assert reg.loads() == {A: 0}
 
