@@ -42,6 +42,13 @@ def make_settings(peering: PeeringConfig | None = None) -> kopf.OperatorSettings
     return settings
 
 
+def kopf_run_params(args: list[str]) -> dict:
+    """`kopf run`'s options as kopf itself will read them: the command line, then the KOPF_RUN_*
+    environment (kopf's group gives `run` that prefix: KOPF_RUN_STANDALONE=1 is --standalone)."""
+    return cli.run.make_context("run", list(args), resilient_parsing=True,
+                                auto_envvar_prefix="KOPF_RUN").params
+
+
 def make_registry(config: OperatorConfig, peering: PeeringConfig | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, config)
@@ -51,8 +58,7 @@ def make_registry(config: OperatorConfig, peering: PeeringConfig | None = None) 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    run_params = cli.run.make_context("run", list(args), resilient_parsing=True).params
-    peering = PeeringConfig.from_run_args(run_params)
+    peering = PeeringConfig.from_run_args(kopf_run_params(args))
     os.environ[IDENTITY_ENV] = peering.identity  # kopf names this peer by it too
     controls = cli.CLIControls(registry=make_registry(OperatorConfig.from_env(), peering),
                                settings=make_settings(peering))

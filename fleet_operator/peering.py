@@ -33,6 +33,8 @@ LIFETIME_ENV = PEERING_LIFETIME_ENV
 IDENTITY_ENV = "POD_ID"  # kopf's own: the peer's key in the peering object's status
 DEFAULT_LIFETIME_S = 15  # kopf's default is 60: a crash would cost a minute without decisions
 KOPF_DEFAULT_LIFETIME_S = 60  # what kopf assumes for a peer that states none
+KOPF_DEV_PRIORITY = 666  # `kopf run --dev`
+KOPF_NAMESPACE_ENV = "KOPF_RUN_NAMESPACE"  # kopf's legacy single namespace, added to --namespace
 GROUP_VERSION = "kopf.dev/v1"
 # Subtracted from a demoted leader's priority: below every replica that never lost its lease.
 DEMOTION = 10 ** 16
@@ -79,12 +81,15 @@ class PeeringConfig:
     @classmethod
     def from_run_args(cls, params: Mapping[str, Any], environ: Mapping[str, str] = os.environ,
                       started_s: float | None = None) -> PeeringConfig:
-        """From `kopf run`'s parsed options (peering_name, namespaces, standalone, priority)."""
+        """From `kopf run`'s parsed options (peering_name, namespaces, standalone, priority, dev),
+        read as kopf reads them: --dev is priority 666, KOPF_RUN_NAMESPACE one more namespace."""
         lifetime = environ.get(LIFETIME_ENV)
-        priority = params.get("priority")
+        priority = KOPF_DEV_PRIORITY if params.get("dev") else params.get("priority")
+        legacy_namespace = environ.get(KOPF_NAMESPACE_ENV)
         return cls(enabled=bool(params.get("peering_name")) and not params.get("standalone"),
                    name=params.get("peering_name") or "default",
-                   namespaces=tuple(params.get("namespaces") or ()),
+                   namespaces=(*(params.get("namespaces") or ()),
+                               *((legacy_namespace,) if legacy_namespace else ())),
                    identity=environ.get(IDENTITY_ENV) or default_identity(),
                    priority=derived_priority(started_s) if priority is None else int(priority),
                    lifetime_s=int(lifetime) if lifetime else DEFAULT_LIFETIME_S)

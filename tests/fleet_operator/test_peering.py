@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import kopf
 import kubernetes.client
 import pytest
-from kopf import cli
 
 from fleet_operator import peering_watch
+from fleet_operator.__main__ import kopf_run_params
 from fleet_operator.clock import format_time
 from fleet_operator.context import OperatorContext
 from fleet_operator.peering import (
@@ -80,7 +80,7 @@ def test_derived_priorities_rank_older_replicas_higher_and_differ():
 
 
 def run_params(*args: str) -> dict:
-    return cli.run.make_context("run", list(args), resilient_parsing=True).params
+    return kopf_run_params(list(args))
 
 
 @pytest.mark.parametrize("args, enabled, namespaces", [
@@ -93,6 +93,21 @@ def test_config_from_kopf_run_options(args, enabled, namespaces):
     config = PeeringConfig.from_run_args(run_params(*args), {"POD_ID": "pod-1"})
     assert (config.enabled, config.namespaces, config.identity) == (enabled, namespaces, "pod-1")
     assert config.lifetime_s == DEFAULT_LIFETIME_S
+
+
+@pytest.mark.parametrize("env, args, enabled, priority", [
+    ({"KOPF_RUN_STANDALONE": "1"}, ["--peering=sf"], False, None),
+    ({"KOPF_RUN_PEERING": "sf", "KOPF_RUN_PRIORITY": "5"}, [], True, 5),
+    ({}, ["--peering=sf", "--dev"], True, 666),
+], ids=["standalone-from-env", "peering-and-priority-from-env", "dev"])
+def test_config_reads_kopf_run_options_as_kopf_does(monkeypatch, env, args, enabled, priority):
+    # kopf gives `run` the KOPF_RUN_ prefix: read otherwise, our gate would judge a peering kopf
+    # does not run (or miss one it does) and a priority kopf does not write.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = PeeringConfig.from_run_args(run_params(*args), {"KOPF_RUN_NAMESPACE": "legacy"})
+    assert config.enabled is enabled and config.namespaces == ("legacy",)
+    assert priority is None or config.priority == priority
 
 
 def test_config_takes_an_explicit_priority_and_the_lifetime_from_the_environment():
