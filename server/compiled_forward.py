@@ -34,6 +34,11 @@ CASCADE, MASKED = "cascade", "masked"  # the two layouts of an items forward
 MIN_COMPILED_SIZE = 2  # torch specializes sizes 0 and 1: such shapes would need graphs of their own
 # Distinct sizes for the warm-up (rows, own tokens, prefix slots), none 0 or 1 and none equal.
 WARM_UP_SHAPES = ((3, 7, 5), (4, 11, 6))
+# Each shape with its rows under one query and under two: the masked layout's batch cache is one
+# query's tensors expanded (stride 0 over the rows) or a tensor filled per row, and dynamo guards
+# on that stride, so each needs its graph (without the second, every batch of two requests or more
+# ran eager).
+WARM_UP_QUERIES = (1, 2)
 
 
 def freezes_weights(device: torch.device) -> bool:
@@ -98,8 +103,9 @@ class ItemsForward:
 
     def compile(self, warm_up: Callable[[int, int, int], None], layout: str, freeze: bool = False) -> float:
         """Compile the graph of `layout` on the first of WARM_UP_SHAPES, then check the others run
-        without a compile; `warm_up(rows, own_tokens, prefix_slots)` runs a forward of that shape
-        in that layout through this object. Returns the seconds it took."""
+        without a compile; `warm_up(rows, own_tokens, prefix_slots, num_queries)` runs a forward
+        of that shape, its rows split among that many queries, in that layout through this object.
+        Returns the seconds it took."""
         # NOTE: without duck shaping, two sizes that happen to be equal in the warm-up (rows and
         # the key/value heads, say) do not become one symbol that a later shape would break.
         torch.fx.experimental._config.use_duck_shape = False
@@ -111,11 +117,13 @@ class ItemsForward:
         self._layout = layout
         self._compiled = torch.compile(_cascade_forward if layout == CASCADE else _forward, dynamic=True)
         first, *others = WARM_UP_SHAPES
-        with torch._inductor.config.patch(freezing=freeze):  # read when the first call compiles
-            warm_up(*first)
+        with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
+            for num_queries in WARM_UP_QUERIES:
+                warm_up(*first, num_queries)
         self._warm = True
         for shape in others:  # must not compile again: a fallback here is logged below
-            warm_up(*shape)
+            for num_queries in WARM_UP_QUERIES:
+                warm_up(*shape, num_queries)
         elapsed = time.perf_counter() - start
         log.info("compiled the items forward (%s layout%s) in %.1f s (%d eager fallbacks in the warm-up)",
                  layout, ", weights frozen" if freeze else "", elapsed, self.num_eager_fallbacks)

@@ -100,11 +100,18 @@ class ModelRunner:
         finally:
             self.use_cascade = previous
 
-    def _warm_up(self, rows: int, own_tokens: int, prefix_tokens: int) -> None:
-        ids = tuple(i % self.vocab_size for i in range(prefix_tokens + own_tokens))
-        request = Request.create(ids[:prefix_tokens], [ids[prefix_tokens:]] * rows,
-                                 ScoringOptions((0,), False))
-        self.run(request.sequences)
+    def _warm_up(self, rows: int, own_tokens: int, prefix_tokens: int, num_queries: int = 1) -> None:
+        """A synthetic forward: `rows` items of `own_tokens` under `num_queries` distinct queries
+        (the first of `prefix_tokens`, each next one a token shorter; the first query takes the
+        rows the others' one each leaves)."""
+        options = ScoringOptions((0,), False)
+        requests = []
+        for k in range(num_queries):
+            ids = tuple((i + k) % self.vocab_size for i in range(prefix_tokens - k + own_tokens))
+            num_rows = rows - (num_queries - 1) if k == 0 else 1
+            requests.append(Request.create(ids[:prefix_tokens - k], [ids[prefix_tokens - k:]] * num_rows,
+                                           options))
+        self.run([seq for request in requests for seq in request.sequences])
         self.keep_only(())
         self.query_cache.clear()  # synthetic queries: no client sends them
 

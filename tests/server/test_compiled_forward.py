@@ -48,9 +48,8 @@ def random_requests(rng: random.Random, vocab: int) -> list[Request]:
             for _ in range(rng.randint(1, 3))]
 
 
-def compiled_scores_as_eager(eager: ModelRunner, compiled: ModelRunner, rng: random.Random,
-                             fallbacks_allowed: bool = False) -> None:
-    shapes = set()
+def compiled_scores_as_eager(eager: ModelRunner, compiled: ModelRunner, rng: random.Random) -> None:
+    shapes, num_queries = set(), set()
     for _ in range(6):  # 1-row, 1-token and query-less batches among them: those run eager
         sequences = [seq for request in random_requests(rng, eager.vocab_size)
                      for seq in request.sequences]
@@ -60,8 +59,10 @@ def compiled_scores_as_eager(eager: ModelRunner, compiled: ModelRunner, rng: ran
         eager.keep_only(())
         compiled.keep_only(())
         shapes.add(len(sequences))
-    assert fallbacks_allowed or compiled._items_forward.num_eager_fallbacks == 0
+        num_queries.add(len({seq.request.rid for seq in sequences}))
+    assert compiled._items_forward.num_eager_fallbacks == 0
     assert len(shapes) > 2  # the graph served batch shapes the warm-up never ran
+    assert {1, 2} <= num_queries  # batches of one request and of several
 
 
 @pytest.mark.slow
@@ -80,6 +81,6 @@ def test_a_model_whose_window_cuts_compiles_the_masked_layout(tokenizer):
     eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
     compiled.compile()
     assert compiled._items_forward.compiled_layout == MASKED and compiled.use_cascade
-    # NOTE: here some 2-row batches fail the graph's guards and run eager (counted, logged): the
-    # masked graph of a windowed model is less general than the cascade's; scores stay exact.
-    compiled_scores_as_eager(eager, compiled, random.Random(1), fallbacks_allowed=True)
+    # Batches of one query and of several (an expanded batch cache, or one filled per row): the
+    # warm-up compiled both, so neither runs eager (before, every batch of two requests did).
+    compiled_scores_as_eager(eager, compiled, random.Random(1))
