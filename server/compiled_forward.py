@@ -101,7 +101,7 @@ class ItemsForward:
                         tuple(args[1].shape))
             return eager(*args)
 
-    def compile(self, warm_up: Callable[[int, int, int], None], layout: str, freeze: bool = False) -> float:
+    def compile(self, warm_up: Callable[[int, int, int, int], None], layout: str, freeze: bool = False) -> float:
         """Compile the graph of `layout` on the first of WARM_UP_SHAPES, then check the others run
         without a compile; `warm_up(rows, own_tokens, prefix_slots, num_queries)` runs a forward
         of that shape, its rows split among that many queries, in that layout through this object.

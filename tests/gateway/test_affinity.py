@@ -22,9 +22,14 @@ def in_flight(*counts: int) -> list[Worker]:
     return [Worker(f"http://w{i}", requests_in_flight=count) for i, count in enumerate(counts)]
 
 
-def send(choice) -> None:
-    """The Router's bookkeeping of a choice: the request is in flight to the chosen worker."""
-    choice.worker.requests_in_flight += 1
+def burst(key: str, num_requests: int, pool: list[Worker], holders: QueryHolders,
+          rng: random.Random) -> None:
+    """`num_requests` with query `key` routed one after another, none answered yet, with the
+    Router's bookkeeping of each choice: the worker now holds the query and has it in flight."""
+    for _ in range(num_requests):
+        choice = choose(key, holders.get(key), pool, Balance(), rng)
+        holders.add(key, choice.worker.url)
+        choice.worker.requests_in_flight += 1
 
 
 @pytest.mark.parametrize("payload, keyed", [
@@ -99,11 +104,7 @@ def test_a_few_new_queries_spread_over_the_workers():
     # alone sent two, or all three, to one worker (half the fleet idle while it worked them off).
     pool, holders = workers(0, 0, 0), QueryHolders()
     for query in range(3):
-        key = query_key({"query": f"user {query}"})
-        for _ in range(10):
-            choice = choose(key, holders.get(key), pool, Balance(), random.Random(0))
-            holders.add(key, choice.worker.url)
-            send(choice)
+        burst(query_key({"query": f"user {query}"}), 10, pool, holders, random.Random(0))
     assert sorted(w.requests_in_flight for w in pool) == [10, 10, 10]
 
 
@@ -135,11 +136,8 @@ def test_home_spreads_queries_and_moves_only_the_leavers_queries():
 def test_a_hot_query_spreads_as_its_requests_pile_up():
     # 48 concurrent requests with one query (the issue's hot query), none answered yet: each
     # choice counts its request in flight before the next is made.
-    pool, holders, rng = workers(0, 0, 0), QueryHolders(), random.Random(3)
-    for _ in range(48):
-        choice = choose(KEY, holders.get(KEY), pool, Balance(), rng)
-        holders.add(KEY, choice.worker.url)
-        send(choice)
+    pool, holders = workers(0, 0, 0), QueryHolders()
+    burst(KEY, 48, pool, holders, random.Random(3))
     # 33 on its home (32 over the fewest, then spill), the other 15 on one second worker: SGLang's
     # 64 would have kept all 48 on one
     assert sorted(w.requests_in_flight for w in pool) == [0, 15, 33] and len(holders.get(KEY)) == 2
@@ -148,10 +146,7 @@ def test_a_hot_query_spreads_as_its_requests_pile_up():
 def test_a_fan_out_of_ten_stays_on_its_worker():
     # the issue's fan-out: 10 concurrent requests with one query, other workers idle
     pool, holders = workers(0, 0, 0), QueryHolders()
-    for _ in range(10):
-        choice = choose(KEY, holders.get(KEY), pool, Balance(), random.Random(0))
-        holders.add(KEY, choice.worker.url)
-        send(choice)
+    burst(KEY, 10, pool, holders, random.Random(0))
     assert sorted(w.requests_in_flight for w in pool) == [0, 0, 10]
 
 
