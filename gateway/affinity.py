@@ -64,15 +64,11 @@ def rank(key: str, url: str) -> int:
 
 
 def fewest(key: str, workers: Sequence[Worker]) -> Worker:
-    """The worker with the fewest requests in flight; ties in the query's rendezvous order (its
-    home first, when all are even)."""
+    """The worker with the fewest requests in flight; ties in the query's rendezvous order, highest
+    rank of (key, URL) first. On an even fleet that is the query's home: the same worker from
+    every gateway replica, and a worker that joins or leaves moves only the queries it wins or
+    held. `workers` must not be empty."""
     return min(workers, key=lambda w: (w.requests_in_flight, -rank(key, w.url), w.url))
-
-
-def home(key: str, workers: Sequence[Worker]) -> Worker:
-    """The query's worker by rendezvous hashing: the highest rank of (key, URL). A worker that
-    joins or leaves moves only the queries it wins or held; `workers` must not be empty."""
-    return max(workers, key=lambda w: (rank(key, w.url), w.url))
 
 
 def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker], balance: Balance,

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from gateway.affinity import Balance, QueryHolders, choose, home, query_key
+from gateway.affinity import Balance, QueryHolders, choose, fewest, query_key, rank
 from gateway.workers import Worker
 
 KEY = query_key({"query": "a long user history", "items": ["x"]})
@@ -20,6 +20,11 @@ def in_flight(*counts: int) -> list[Worker]:
     """Workers w0, w1, ... with `counts` requests this gateway has in flight to each (what keyed
     requests go by)."""
     return [Worker(f"http://w{i}", requests_in_flight=count) for i, count in enumerate(counts)]
+
+
+def home(key: str, pool: list[Worker]) -> Worker:
+    """The query's rendezvous home, by definition: the highest rank of (key, URL)."""
+    return max(pool, key=lambda w: rank(key, w.url))
 
 
 def burst(key: str, num_requests: int, pool: list[Worker], holders: QueryHolders,
@@ -126,10 +131,11 @@ def test_unkeyed_requests_go_by_power_of_two():
 def test_home_spreads_queries_and_moves_only_the_leavers_queries():
     pool = workers(0, 0, 0, 0)
     keys = [query_key({"query": f"user {i}"}) for i in range(400)]
-    homes = {key: home(key, pool).url for key in keys}
+    homes = {key: fewest(key, pool).url for key in keys}  # all idle: each query's home
+    assert all(homes[key] == home(key, pool).url for key in keys)
     assert min(Counter(homes.values()).values()) > 60  # ~100 each, not all on one
     remaining = [w for w in pool if w.url != "http://w3"]
-    moved = [key for key in keys if home(key, remaining).url != homes[key]]
+    moved = [key for key in keys if fewest(key, remaining).url != homes[key]]
     assert moved and all(homes[key] == "http://w3" for key in moved)  # rendezvous: only w3's move
 
 
