@@ -141,6 +141,10 @@ class WorkerRegistry:
             return
         if is_new_process(worker, loading) and self.on_new_process is not None:
             self.on_new_process(url)
+        if worker.answered_at is not None and now - worker.answered_at > self.stale_after_s:
+            # Stale by time until this late answer (no failure marked it): say so, or the log
+            # never shows why the router passed the worker over meanwhile.
+            self._changed(url)
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
         if loading and not worker.loading:  # a new process (a restart): its key is checked anew,
             worker.key_accepted, worker.draining = None, False  # and the old one's drain is over

@@ -118,3 +118,24 @@ def test_a_key_verdict_is_a_transition(caplog):
         "accepts it; the gateway and the servers must share one key (env SCORINGFLEET_API_KEY))",
         f"worker {A}: ready (/get_load answered)",
     ]
+
+
+def test_an_answer_later_than_stale_after_logs_the_stale_spell_it_ends(caplog):
+    # No failure marked it: the worker was stale by time only, and the router passed it over.
+    logger = logging.getLogger("test.transitions")
+    clock = [1.0]
+    registry = WorkerRegistry(stale_after_s=0.5,
+                              on_change=TransitionLog(0.5, logger=logger, clock=lambda: clock[0]).observe)
+    with caplog.at_level(logging.INFO, logger="test.transitions"):
+        registry.set_urls([A])
+        for now in (1.0, 1.4, 1.8):  # each within 0.5 s of the last: no line
+            clock[0] = now
+            registry.record_answer(A, 0, 0, now)
+        clock[0] = 2.6  # 0.8 s after the last answer
+        registry.record_answer(A, 0, 0, 2.6)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", f"worker {A}: joined (waiting for its first /get_load answer)"),
+        ("INFO", f"worker {A}: ready (/get_load answered)"),
+        ("WARNING", f"worker {A}: stale (no /get_load answer lately)"),
+        ("INFO", f"worker {A}: ready (/get_load answered)"),
+    ]
