@@ -43,8 +43,12 @@ def body(query: list[int], num_items: int = 2) -> dict:
 def fleet(tmp_path, *flags: str, delay_s: float = 0.02):
     with contextlib.ExitStack() as stack:
         urls = [stack.enter_context(serving(PacedRunner(delay_s=delay_s)))[0] for _ in range(3)]
+        # The servers share this process with the client's threads: a burst can hold up their
+        # /get_load answers past the default 0.5 s, and the gateway rightly passes over a worker
+        # that late (a second "new" instead of a hit or a spill). These tests are about choices
+        # among ready workers: a poll a second, stale after five.
         gateway = stack.enter_context(gateway_process(
-            "--worker-urls", *urls, "--policy", "cache_aware", *flags,
+            "--worker-urls", *urls, "--policy", "cache_aware", "--load-interval", "1", *flags,
             log_path=tmp_path / "gateway.log"))
         wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
         yield gateway, urls
