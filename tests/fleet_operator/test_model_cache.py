@@ -35,7 +35,7 @@ class StandInHub(BaseHTTPRequestHandler):
     """/<repo>/resolve/<revision>/<file>: HEAD gives the metadata the client needs, GET the bytes."""
 
     heads: list[float] = []  # when each client asked for the metadata (every client does, first)
-    gets: list[tuple[float, float]] = []  # (start, end) of each download
+    gets: list[tuple[float, float]] = []  # (start, last bytes sent) of each download
 
     def _metadata(self) -> bool:
         if self.path != f"/{REPO}/resolve/main/{FILENAME}":
@@ -57,9 +57,13 @@ class StandInHub(BaseHTTPRequestHandler):
             return
         start, size = time.monotonic(), len(BLOB) // CHUNKS
         for i in range(CHUNKS):
+            if i == CHUNKS - 1:
+                # Recorded before the last bytes go out: a client that has them all (and a test
+                # that then reads `gets`) can never see the download unrecorded.
+                type(self).gets.append((start, time.monotonic()))
+            else:
+                time.sleep(0.05)
             self.wfile.write(BLOB[i * size:(i + 1) * size])
-            time.sleep(0.05)
-        type(self).gets.append((start, time.monotonic()))
 
     def log_message(self, *_: object) -> None:
         pass
