@@ -141,9 +141,9 @@ class WorkerRegistry:
             return
         if is_new_process(worker, loading) and self.on_new_process is not None:
             self.on_new_process(url)
-        if worker.answered_at is not None and now - worker.answered_at > self.stale_after_s:
-            # Stale by time until this late answer (no failure marked it): say so, or the log
-            # never shows why the router passed the worker over meanwhile.
+        if self.state(url, now) is WorkerState.STALE:
+            # Stale until this answer; by time only (a late poll) no record change said so: tell
+            # it now, or the log never shows why the router passed the worker over meanwhile.
             self._changed(url)
         worker.num_reqs, worker.answered_at, worker.failed = num_reqs, now, False
         if loading and not worker.loading:  # a new process (a restart): its key is checked anew,
