@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 
 import torch
@@ -193,7 +195,7 @@ def measure_dtype(report: Report, suffix: str, dtype: str, runner, server: Serve
                     dtype).runs.append(measured.items_per_s)
         scores.append(measured.scores)
         run = server_run(server, bodies, args.concurrency, rss)
-        compiled = " (--compile)" if args.compile else ""
+        compiled = " (compiled)" if compile_of(server).startswith("on") else " (eager)"
         report.path("3" + suffix, f"server{compiled} over HTTP, closed loop, {args.concurrency} "
                     "in flight", dtype).runs.append(run.items_per_s)
         record_ceiling(report, suffix, dtype, runner.model, bodies[0], run)
@@ -263,6 +265,13 @@ def measure_free_server(report: Report, bodies: list[ScoreBody], args) -> None:
             progress(report.notes[-1])
 
 
+def compile_of(server: ServerProcess) -> str:
+    """What the server did with --compile, and why (its /get_server_info)."""
+    with urllib.request.urlopen(server.url + "/get_server_info", timeout=10) as response:
+        info = json.load(response)
+    return f"{info['compile']} ({info['compile_reason']})"
+
+
 def other_dtype(choice: str) -> str:
     """The second dtype to measure: `choice`, with auto resolved as the server's --dtype auto is."""
     if choice != "auto":
@@ -287,9 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--mixed", action=argparse.BooleanOptionalAction, default=True,
         help="also run the mixed-length workload on the first server (row 6)")
     add("--model-path", default="default")
-    add("--compile", action="store_true",
-        help="start the servers with --compile (rows 3 and 3b; compiling takes minutes before "
-             "they are ready); the in-process rows stay eager")
+    add("--compile", choices=["auto", "on", "off"], default="auto",
+        help="the servers' --compile (rows 3 and 3b; auto, the server's default, compiles bf16 on "
+             "CPUs with AMX or AVX-512 bf16: minutes before ready on a cold compile cache); the "
+             "in-process rows stay eager")
     add("--plain-compile", choices=["none", "compile", "freeze"], default="freeze",
         help="row Pc: the plain batched forward under torch.compile (freeze: with inductor's "
              "freezing, the fastest torch reaches on it; compiling takes minutes); none: skip")
@@ -319,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         servers = [stack.enter_context(start_server(
             "server", ["--model-path", args.model_path, "--dtype", dtype,
                        "--request-timeout", "600", *threads,
-                       *(["--compile"] if args.compile else [])]))
+                       "--compile", args.compile]))
             for dtype in dtypes]
         progress(f"servers starting ({', '.join(dtypes)}); loading the model in-process")
         naive_model_runner = offline.load_runner(torch.float32, args.model_path)
@@ -328,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             runner = (naive_model_runner if DTYPES[dtype] == torch.float32
                       else offline.with_dtype(naive_model_runner, DTYPES[dtype]))
             naive_model = naive_model_runner.model if index == 0 else None
-            server.wait_ready(1800 if args.compile else 180)
+            server.wait_ready(1800)  # a cold compile takes minutes (--compile auto on AMX: bf16)
+            report.notes.append(f"server ({dtype}) --compile {args.compile}: {compile_of(server)}")
+            progress(report.notes[-1])
             progress(f"{dtype}: warming up")
             warm_up(runner, server, warm, args, naive_model)
             plain_compiled = (None if args.plain_compile == "none" else

@@ -10,8 +10,10 @@ import logging
 import os
 import sys
 import time
+from dataclasses import replace
 
 from server.app import create_app
+from server.compile_start import compile_if_it_pays
 from server.config import ServerConfig, parse_args
 from server.connections import uvicorn_config
 from server.cpus import detect_usable_cpus
@@ -35,7 +37,7 @@ def resolve_config(config: ServerConfig) -> ServerConfig:
 
 
 def build_runner(config: ServerConfig):
-    """Load the model for a resolved config and put a runner (compiled with --compile) around it."""
+    """Load the model for a resolved config and put a runner around it (eager: load() compiles)."""
     import torch
 
     from server.model_loader import load_model
@@ -48,19 +50,21 @@ def build_runner(config: ServerConfig):
         runner = ModelRunner(model, tokenizer, device, query_cache_tokens=config.query_cache_tokens)
     except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
         raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
-    if config.compile:
-        log.info("compiling the items forward (--compile); ready once it is warm")
-        runner.compile()
+    if device.type != "cpu":  # where no test of ours ran: checked against the masked layout
+        from server.cascade_check import keep_cascade_if_it_agrees
+
+        keep_cascade_if_it_agrees(runner)
     return runner
 
 
 def build_engine(config: ServerConfig) -> Engine:
-    """Load the model for a resolved config and put an engine around it."""
+    """Load the model for a resolved config and put an engine around it (eager, whatever --compile)."""
     return Engine(config, build_runner(config))
 
 
 def load(config: ServerConfig):
-    """On the loading thread: the resolved config, the runner and its rerank template, with the
+    """On the loading thread: the resolved config (--compile resolved to what was done, and why),
+    the runner, compiled where it pays (compile_start.py), and its rerank template, with the
     start's log lines."""
     config = resolve_config(config)
     # NOTE: loading is the slow part of a start (a hub download, reading the weights): say it
@@ -68,6 +72,8 @@ def load(config: ServerConfig):
     log.info("loading model %s (%s, %s)", config.model_path, config.device, config.dtype)
     load_started = time.monotonic()
     runner = build_runner(config)
+    choice = compile_if_it_pays(config, runner)
+    config = replace(config, compile="on" if choice.compile else "off", compile_reason=choice.reason)
     reranker = build_reranker(config, runner)
     import torch
 

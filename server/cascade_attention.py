@@ -11,8 +11,9 @@ merged by their log-sum-exp (FlashInfer's cascade attention):
       real query, so no real query sees it).
 softmax over (a) and (b) together = their outputs weighted by exp(lse_part - lse_all), exactly.
 It holds only where no window cuts a key a query could otherwise see, where the attention is what
-SDPA computes (no soft-capping, no sinks), and on CPU, where torch's flash kernel returns the
-log-sum-exp (`cascade_reason()` says why not; the runner then takes the masked path).
+SDPA computes (no soft-capping, no sinks), and on CPU and CUDA, whose kernels return the
+log-sum-exp (CPU: torch's flash kernel; CUDA: the memory-efficient one, which takes every dtype)
+(`cascade_reason()` says why not; the runner then takes the masked path).
 
 Each layer's attention is one opaque custom op (`scoringfleet::cascade_attention`) that reads the
 forward's PrefixSegments from a per-thread slot (`prefix_segments()`), as vLLM's attention op reads
@@ -30,6 +31,7 @@ from typing import Sequence as Seq
 import torch
 
 NAME = "scoring_cascade"  # the attention implementation's name in transformers' registry
+LSE_DEVICES = ("cpu", "cuda")  # where _attend has a kernel that returns the log-sum-exp
 SINK_FAMILIES = {"gpt_oss"}  # attention sinks: an extra logit per head, not SDPA's softmax
 
 
@@ -45,7 +47,7 @@ class PrefixSegments:
 def cascade_reason(config, device: torch.device, windows: Seq[int | None], max_tokens: int) -> str | None:
     """None if the cascade computes this forward exactly (sequences of at most `max_tokens`
     tokens, prefix included); else why the masked path must run it."""
-    if device.type != "cpu":
+    if device.type not in LSE_DEVICES:
         return f"no log-sum-exp attention kernel wired for {device.type}"
     if getattr(config, "_attn_implementation", None) != "sdpa":
         return f"attention implementation {config._attn_implementation!r} is not sdpa"
@@ -127,9 +129,17 @@ def merge(out_a, lse_a, out_b, lse_b) -> torch.Tensor:
 
 def _attend(query, key, value, is_causal: bool, scale) -> tuple[torch.Tensor, torch.Tensor]:
     """(output [B, heads, L, dim] laid out as the query, log-sum-exp [B, heads, L] float32);
-    grouped-query heads are read in place (the kernel maps query head h to kv head h // group)."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, is_causal, scale=scale)
+    grouped-query heads are read in place on CPU (the kernel maps query head h to kv head
+    h // group) and repeated on CUDA (the memory-efficient kernel wants as many as the query)."""
+    if query.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, 0.0, is_causal, scale=scale)
+    group = query.shape[1] // key.shape[1]
+    if group > 1:
+        key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+    out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, None, True, 0.0, is_causal, scale=scale)[:2]
+    return out, lse[..., :query.shape[2]]  # NOTE: the kernel pads the log-sum-exp to 32 queries
 
 
 def _flatten(query: torch.Tensor) -> torch.Tensor:

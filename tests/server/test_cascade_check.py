@@ -1,0 +1,39 @@
+"""cascade_check: the start-time check that keeps the shared-prefix attention only where it agrees
+with the masked layout (run on the GPU at start; here on the CPU, where the cascade is exact, and
+with a cascade broken on purpose: its prefix part dropped)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from server import cascade_attention
+from server.cascade_check import keep_cascade_if_it_agrees
+from server.model_runner import ModelRunner
+from tests.server.test_model_zoo import tiny_model
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_an_exact_cascade_is_kept(tokenizer, dtype):
+    runner = ModelRunner(tiny_model("llama", len(tokenizer)).to(dtype), tokenizer, query_cache_tokens=1000)
+    assert keep_cascade_if_it_agrees(runner) < 0.05
+    assert runner.shares_query_in_forward and len(runner.query_cache) == 0  # nothing synthetic kept
+
+
+def test_a_cascade_that_disagrees_is_turned_off_with_one_warning(tokenizer, monkeypatch, caplog):
+    def without_prefix(query, key, value, bounds, prefixes, scale):  # a kernel that lost the query
+        out, _ = cascade_attention._attend(query, key, value, True, scale)
+        return out.transpose(1, 2).contiguous()
+    monkeypatch.setattr(cascade_attention, "_attend_with_prefix", without_prefix)
+    runner = ModelRunner(tiny_model("llama", len(tokenizer)), tokenizer)
+    with caplog.at_level(logging.WARNING):
+        assert keep_cascade_if_it_agrees(runner) > 0.05
+    assert not runner.shares_query_in_forward
+    assert len(caplog.records) == 1 and "masked layout" in caplog.records[0].getMessage()

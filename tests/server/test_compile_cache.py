@@ -1,0 +1,46 @@
+"""compile_cache: one folder per key, warm only once a compile in it finished (the marker), a
+marker that cannot be read is a cold cache with one warning, and inductor is pointed at the folder."""
+from __future__ import annotations
+
+import logging
+import os
+
+from server.compile_cache import INDUCTOR_CACHE_ENV, MARKER, CompileCache, cache_key
+
+FIELDS = {"torch": "2.13.0", "model": "m", "dtype": "bfloat16", "isa": "AVX512+amx"}
+
+
+def test_the_key_depends_on_every_field_and_not_on_their_order():
+    assert cache_key(FIELDS) == cache_key(dict(reversed(list(FIELDS.items()))))
+    for name in FIELDS:
+        assert cache_key({**FIELDS, name: "other"}) != cache_key(FIELDS), name
+
+
+def test_a_folder_is_warm_once_a_compile_in_it_finished(tmp_path, monkeypatch):
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
+    cache = CompileCache(tmp_path, FIELDS)
+    assert not cache.is_warm() and not cache.holds_artifacts()
+    cache.activate()
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(cache.folder) and cache.folder.is_dir()
+    (cache.folder / "fxgraph").mkdir()  # what inductor writes while compiling
+    assert cache.holds_artifacts() and not cache.is_warm()  # an interrupted compile is not warm
+    cache.mark_warm(12.34)
+    assert cache.is_warm()
+    assert not CompileCache(tmp_path, {**FIELDS, "torch": "2.14.0"}).is_warm()  # another key's
+
+
+def test_an_unreadable_marker_is_a_cold_cache_and_one_warning(tmp_path, caplog):
+    cache = CompileCache(tmp_path, FIELDS)
+    cache.folder.mkdir(parents=True)
+    (cache.folder / MARKER).write_text("{not json")
+    with caplog.at_level(logging.WARNING):
+        assert not cache.is_warm()
+    assert len(caplog.records) == 1 and "ignoring the compile cache" in caplog.records[0].getMessage()
+
+
+def test_discard_removes_the_folder(tmp_path):
+    cache = CompileCache(tmp_path, FIELDS)
+    cache.folder.mkdir(parents=True)
+    cache.mark_warm(1.0)
+    cache.discard()
+    assert not cache.folder.exists() and not cache.is_warm()

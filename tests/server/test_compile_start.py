@@ -1,0 +1,152 @@
+"""compile_start: what a start does with --compile, faults contained. Fast: a stand-in runner
+whose compile succeeds or raises (the compile's own correctness is test_compiled_forward's).
+Slow: three real `python -m server` starts on a tiny model sharing one compile cache folder: cold
+(`--compile on`), then warm (`auto` compiles in float32 only because the cache is warm, and builds
+no C++ kernel anew), then with every cached file corrupted (one warning, compiled cold, scores unchanged)."""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.compile_cache import MARKER
+from server.compile_start import compile_if_it_pays
+from server.config import ServerConfig
+from server.errors import ModelLoadError
+from tests.server.support import free_port, server_env, wait_ready
+
+
+class ModelConfig:
+    def to_json_string(self) -> str:
+        return '{"model_type": "llama"}'
+
+
+@dataclass
+class StandInRunner:
+    """The runner's compile surface; `failures` compiles raise before one succeeds."""
+
+    failures: int = 0
+    calls: int = 0
+    device: object = field(default_factory=lambda: __import__("torch").device("cpu"))
+    model: object = field(default_factory=lambda: type("Model", (), {"config": ModelConfig()})())
+
+    def compile_settings(self) -> dict:
+        return {"layout": "cascade", "freeze": True}
+
+    def compile(self) -> float:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("inductor could not load a cached kernel")
+        return 1.5
+
+
+def config(tmp_path: Path, mode: str) -> ServerConfig:
+    return ServerConfig(compile=mode, compile_cache_dir=str(tmp_path / "compile")).resolve("cpu", "float32")
+
+
+def test_on_compiles_and_marks_the_cache_warm(tmp_path):
+    runner = StandInRunner()
+    choice = compile_if_it_pays(config(tmp_path, "on"), runner)
+    assert choice.compile and runner.calls == 1
+    assert len(list((tmp_path / "compile").glob(f"*/{MARKER}"))) == 1
+
+
+def test_off_never_compiles(tmp_path):
+    runner = StandInRunner()
+    assert not compile_if_it_pays(config(tmp_path, "off"), runner).compile and runner.calls == 0
+
+
+def test_a_compile_that_fails_in_a_folder_with_artifacts_discards_it_and_compiles_cold(tmp_path, caplog):
+    compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
+    (folder,) = (tmp_path / "compile").iterdir()
+    (folder / "stale-kernel.so").write_bytes(b"garbage")
+    runner = StandInRunner(failures=1)
+    with caplog.at_level(logging.WARNING):
+        assert compile_if_it_pays(config(tmp_path, "auto"), runner).compile  # warm: auto compiles
+    assert runner.calls == 2 and not (folder / "stale-kernel.so").exists() and (folder / MARKER).exists()
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [f"discarding the compile cache {folder}"]
+
+
+def test_a_compile_that_still_fails_leaves_auto_eager_and_refuses_on(tmp_path, caplog):
+    compile_if_it_pays(config(tmp_path, "on"), StandInRunner())  # warm, so auto compiles
+    with caplog.at_level(logging.WARNING):
+        choice = compile_if_it_pays(config(tmp_path, "auto"), StandInRunner(failures=9))
+    assert not choice.compile and choice.reason.endswith("the compile failed, eager")
+    assert "serving eager" in caplog.records[-1].getMessage()
+    with pytest.raises(ModelLoadError, match="--compile on: compiling the items forward failed"):
+        compile_if_it_pays(config(tmp_path, "on"), StandInRunner(failures=9))
+
+
+def test_an_unwritable_cache_compiles_without_one(tmp_path, caplog):
+    (tmp_path / "compile").write_text("a file where the folder should be")
+    runner = StandInRunner()
+    with caplog.at_level(logging.WARNING):
+        assert compile_if_it_pays(config(tmp_path, "on"), runner).compile
+    assert runner.calls == 1 and "not writable" in caplog.text
+
+
+# ---- slow: the real server, three starts on one cache folder ------------------------------------
+
+SCORE_BODY = {"query": "What is the capital of California?", "items": ["Sacramento", "San Jose"],
+              "label_token_ids": [5, 17]}
+
+
+@dataclass
+class Start:
+    compile: str
+    reason: str
+    scores: list
+    log: str
+
+
+def start_and_score(model: Path, cache: Path, mode: str) -> Start:
+    port = free_port()
+    env = {**server_env(), "SCORINGFLEET_COMPILE": ""}  # the flag alone decides
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server", "--model-path", str(model), "--port", str(port), "--dtype",
+         "float32", "--num-threads", "1", "--compile", mode, "--compile-cache-dir", str(cache)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(process, url, timeout_s=300)
+        info = httpx.get(f"{url}/get_server_info").json()
+        scores = httpx.post(f"{url}/v1/score", json=SCORE_BODY, timeout=30).json()["scores"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        log, _ = process.communicate(timeout=60)
+    return Start(info["compile"], info["compile_reason"], scores, log)
+
+
+def flat(scores: list[list[float]]) -> list[float]:
+    return [p for row in scores for p in row]
+
+
+def cached_files(cache: Path, pattern: str = "*") -> set[str]:
+    return {str(p.relative_to(cache)) for p in cache.rglob(pattern) if p.is_file() and p.name != MARKER}
+
+
+@pytest.mark.slow
+def test_a_warm_cache_is_used_by_auto_and_a_corrupt_one_is_recompiled(tiny_model_dir, tmp_path):
+    cache = tmp_path / "compile"
+    cold = start_and_score(tiny_model_dir, cache, "on")
+    assert cold.compile == "on" and "cold compile cache" in cold.log, cold.log
+    kernels = cached_files(cache, "*.so")  # the C++ kernels: most of a cold compile's time on CPU
+    assert kernels and json.loads(next(cache.rglob(MARKER)).read_text())["compile_s"] > 0
+
+    warm = start_and_score(tiny_model_dir, cache, "auto")  # float32: eager unless warm
+    assert (warm.compile, warm.reason) == ("on", "auto: a warm compile cache for this model, dtype and processor")
+    assert cached_files(cache, "*.so") == kernels  # none built anew
+    assert flat(warm.scores) == pytest.approx(flat(cold.scores), abs=1e-6)
+
+    for name in cached_files(cache):
+        (cache / name).write_bytes(b"\x00corrupt")
+    damaged = start_and_score(tiny_model_dir, cache, "auto")
+    assert damaged.compile == "on" and "Traceback" not in damaged.log, damaged.log
+    assert flat(damaged.scores) == pytest.approx(flat(cold.scores), abs=1e-6)
