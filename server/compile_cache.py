@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -51,35 +52,61 @@ class CompileCache:
         return self.root / cache_key(self.fields)
 
     def is_warm(self) -> bool:
-        """A finished compile of this key is on disk. A marker that cannot be read is one
-        warning and a cold cache (never an error)."""
+        """A finished compile of this key is on disk, every file it left as it left it (the
+        marker lists their digests). A marker that cannot be read, or a file changed or gone, is
+        one warning and a cold cache, never an error: torch would otherwise log a traceback per
+        damaged artifact, or load a kernel that is not the one it built."""
         marker = self.folder / MARKER
         try:
-            return json.loads(marker.read_text())["key"] == cache_key(self.fields)
+            written = json.loads(marker.read_text())
+            if written["key"] != cache_key(self.fields):
+                return False
+            damaged = [name for name, digest in written["files"].items()
+                       if _digest(self.folder / name) != digest]
         except FileNotFoundError:
             return False
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
             log.warning("ignoring the compile cache in %s (unreadable marker: %s)", self.folder, error)
             return False
+        if damaged:
+            log.warning("ignoring the compile cache in %s (%d of %d files changed or gone, e.g. %s)",
+                        self.folder, len(damaged), len(written["files"]), damaged[0])
+        return not damaged
 
-    def holds_artifacts(self) -> bool:
-        """Anything is in this key's folder (a finished compile's, or what an interrupted one left)."""
-        return self.folder.is_dir() and any(self.folder.iterdir())
-
-    def activate(self) -> None:
+    def activate(self) -> Path:
         """Point inductor at this key's folder (created): call before the first compile of the
-        process. Raises OSError where it cannot be created."""
+        process. A folder that exists but cannot be written (a read-only volume, a cache baked
+        into an image) is copied to a temporary folder, used instead (inductor writes as it
+        reads). Returns the folder in use; raises OSError where none can be made."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        os.environ[INDUCTOR_CACHE_ENV] = str(self.folder)
+        folder = self.folder
+        if not os.access(folder, os.W_OK):
+            folder = Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")) / self.folder.name
+            shutil.copytree(self.folder, folder)
+            log.info("compile cache %s is read-only: using a copy in %s", self.folder, folder)
+        os.environ[INDUCTOR_CACHE_ENV] = str(folder)
+        return folder
 
     def mark_warm(self, compile_s: float) -> None:
-        """Record a finished compile (atomically: a reader sees the whole marker or none)."""
+        """Record a finished compile and the digest of every file in the folder (atomically: a
+        reader sees the whole marker or none)."""
         marker = self.folder / MARKER
         partial = marker.with_suffix(".partial")
+        files = {str(path.relative_to(self.folder)): _digest(path) for path in sorted(self.folder.rglob("*"))
+                 if path.is_file() and path.name not in (MARKER, partial.name) and not path.name.endswith(".lock")}
         partial.write_text(json.dumps({"key": cache_key(self.fields), "compile_s": round(compile_s, 1),
-                                       "fields": {k: str(v) for k, v in self.fields.items()}}, indent=1))
+                                       "fields": {k: str(v) for k, v in self.fields.items()},
+                                       "files": files}, indent=1))
         partial.replace(marker)
 
     def discard(self) -> None:
         """Remove this key's folder (what a failed compile may have left), to compile cold."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _digest(path: Path) -> str | None:
+    """sha256 of a file's bytes; None where it cannot be read (gone)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None

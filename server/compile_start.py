@@ -21,15 +21,15 @@ log = logging.getLogger("server")
 def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     """Decide for a resolved config and compile `runner` if so; returns what was done and why."""
     cache = compile_cache_for(config, runner)
-    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(),
-                            cache.is_warm())
+    warm = cache.is_warm()
+    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(), warm)
     if not choice.compile:
         log.info("items forward eager (%s)", choice.reason)
         return choice
     log.info("compiling the items forward (%s; %s compile cache %s); ready once it is warm",
-             choice.reason, "warm" if cache.is_warm() else "cold", cache.folder)
+             choice.reason, "warm" if warm else "cold", cache.folder)
     try:
-        _compile_in(cache, runner)
+        _compile_in(cache, runner, warm)
     except Exception as error:  # noqa: BLE001 - inductor's failures have no common type
         if config.compile == "on":
             raise ModelLoadError(f"--compile on: compiling the items forward failed: {error}") from error
@@ -70,22 +70,26 @@ def read_cpu_flags() -> frozenset[str]:
         return frozenset()
 
 
-def _compile_in(cache: CompileCache, runner) -> None:
+def _compile_in(cache: CompileCache, runner, warm: bool) -> None:
+    if not warm:
+        cache.discard()  # what a damaged or interrupted compile left: torch would trip over it
     try:
         cache.activate()
     except OSError as error:
         log.warning("compile cache %s not writable (%s): compiling without one", cache.folder, error)
         runner.compile()
         return
-    had_artifacts = cache.holds_artifacts()
     try:
         seconds = runner.compile()
     except Exception as error:  # noqa: BLE001 - whatever a cached artifact broke, compile cold
-        if not had_artifacts:
+        if not warm:
             raise
         log.warning("discarding the compile cache %s (%s: %s); compiling cold",
                     cache.folder, type(error).__name__, error)
         cache.discard()
         cache.activate()
         seconds = runner.compile()
-    cache.mark_warm(seconds)
+    try:
+        cache.mark_warm(seconds)
+    except OSError as error:  # a read-only cache: warm already, or nothing to keep it in
+        log.info("compile cache %s not updated: %s", cache.folder, error)

@@ -25,11 +25,11 @@ from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, pl
 from server.cascade_attention import PrefixSegments, cascade_reason, register
 from server.compiled_forward import (
     CASCADE,
+    FREEZE_WEIGHTS,
     MASKED,
     WARM_UP_QUERIES,
     WARM_UP_SHAPES,
     ItemsForward,
-    freezes_weights,
 )
 from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
@@ -97,15 +97,15 @@ class ModelRunner:
     def compile_settings(self, freeze: bool | None = None) -> dict[str, object]:
         """What compile() would build, for the compile cache's key."""
         return {"layout": CASCADE if self.shares_query_in_forward else MASKED,
-                "freeze": freezes_weights(self.device) if freeze is None else freeze,
+                "freeze": FREEZE_WEIGHTS if freeze is None else freeze,
                 "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES)}
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes
         (the shared-prefix one where shares_query_in_forward, else the masked one), its weights
-        frozen where `freeze` (None: freezes_weights, by device), and warm it on synthetic batches;
+        frozen where `freeze` (None: FREEZE_WEIGHTS, off), and warm it on synthetic batches;
         call before serving. Returns the seconds it took."""
-        freeze = freezes_weights(self.device) if freeze is None else freeze
+        freeze = FREEZE_WEIGHTS if freeze is None else freeze
         cascade = self.shares_query_in_forward
         previous, self.use_cascade = self.use_cascade, cascade  # the warm-up takes that layout
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
+import pytest
+
 from server.compile_cache import INDUCTOR_CACHE_ENV, MARKER, CompileCache, cache_key
 
 FIELDS = {"torch": "2.13.0", "model": "m", "dtype": "bfloat16", "isa": "AVX512+amx"}
@@ -19,11 +21,12 @@ def test_the_key_depends_on_every_field_and_not_on_their_order():
 def test_a_folder_is_warm_once_a_compile_in_it_finished(tmp_path, monkeypatch):
     monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
     cache = CompileCache(tmp_path, FIELDS)
-    assert not cache.is_warm() and not cache.holds_artifacts()
+    assert not cache.is_warm()
     cache.activate()
     assert os.environ[INDUCTOR_CACHE_ENV] == str(cache.folder) and cache.folder.is_dir()
     (cache.folder / "fxgraph").mkdir()  # what inductor writes while compiling
-    assert cache.holds_artifacts() and not cache.is_warm()  # an interrupted compile is not warm
+    (cache.folder / "fxgraph" / "graph").write_bytes(b"compiled")
+    assert not cache.is_warm()  # an interrupted compile is not warm
     cache.mark_warm(12.34)
     assert cache.is_warm()
     assert not CompileCache(tmp_path, {**FIELDS, "torch": "2.14.0"}).is_warm()  # another key's
@@ -38,9 +41,38 @@ def test_an_unreadable_marker_is_a_cold_cache_and_one_warning(tmp_path, caplog):
     assert len(caplog.records) == 1 and "ignoring the compile cache" in caplog.records[0].getMessage()
 
 
+@pytest.mark.parametrize("damage", ["changed", "gone"])
+def test_a_cached_file_changed_or_gone_is_a_cold_cache_and_one_warning(tmp_path, caplog, damage):
+    cache = CompileCache(tmp_path, FIELDS)
+    cache.folder.mkdir(parents=True)
+    for name in ("a.so", "b.py"):
+        (cache.folder / name).write_bytes(b"built " + name.encode())
+    cache.mark_warm(5.0)
+    if damage == "changed":
+        (cache.folder / "a.so").write_bytes(b"\x00corrupt")
+    else:
+        (cache.folder / "a.so").unlink()
+    with caplog.at_level(logging.WARNING):
+        assert not cache.is_warm()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ignoring the compile cache in {cache.folder} (1 of 2 files changed or gone, e.g. a.so)"]
+
+
 def test_discard_removes_the_folder(tmp_path):
     cache = CompileCache(tmp_path, FIELDS)
     cache.folder.mkdir(parents=True)
     cache.mark_warm(1.0)
     cache.discard()
     assert not cache.folder.exists() and not cache.is_warm()
+
+
+def test_a_read_only_cache_is_used_through_a_writable_copy(tmp_path, monkeypatch):
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
+    cache = CompileCache(tmp_path, FIELDS)
+    cache.folder.mkdir(parents=True)
+    (cache.folder / "kernel.so").write_bytes(b"built")
+    cache.mark_warm(3.0)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as on a read-only volume (root writes anywhere)
+    used = cache.activate()
+    assert used != cache.folder and (used / "kernel.so").read_bytes() == b"built"
+    assert os.environ[INDUCTOR_CACHE_ENV] == str(used) and cache.is_warm()

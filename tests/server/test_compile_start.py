@@ -63,15 +63,24 @@ def test_off_never_compiles(tmp_path):
     assert not compile_if_it_pays(config(tmp_path, "off"), runner).compile and runner.calls == 0
 
 
-def test_a_compile_that_fails_in_a_folder_with_artifacts_discards_it_and_compiles_cold(tmp_path, caplog):
+def test_a_compile_that_fails_in_a_warm_folder_discards_it_and_compiles_cold(tmp_path, caplog):
     compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
     (folder,) = (tmp_path / "compile").iterdir()
-    (folder / "stale-kernel.so").write_bytes(b"garbage")
-    runner = StandInRunner(failures=1)
+    runner = StandInRunner(failures=1)  # as when a cached kernel no longer loads
     with caplog.at_level(logging.WARNING):
         assert compile_if_it_pays(config(tmp_path, "auto"), runner).compile  # warm: auto compiles
-    assert runner.calls == 2 and not (folder / "stale-kernel.so").exists() and (folder / MARKER).exists()
+    assert runner.calls == 2 and (folder / MARKER).exists()
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == [f"discarding the compile cache {folder}"]
+
+
+def test_what_a_cold_folder_holds_is_discarded_before_compiling(tmp_path):
+    cold = config(tmp_path, "on")
+    compile_if_it_pays(cold, StandInRunner())
+    (folder,) = (tmp_path / "compile").iterdir()
+    (folder / MARKER).unlink()  # as an interrupted compile leaves it
+    (folder / "half-written.so").write_bytes(b"partial")
+    compile_if_it_pays(cold, StandInRunner())
+    assert not (folder / "half-written.so").exists() and (folder / MARKER).exists()
 
 
 def test_a_compile_that_still_fails_leaves_auto_eager_and_refuses_on(tmp_path, caplog):
@@ -147,6 +156,9 @@ def test_a_warm_cache_is_used_by_auto_and_a_corrupt_one_is_recompiled(tiny_model
 
     for name in cached_files(cache):
         (cache / name).write_bytes(b"\x00corrupt")
-    damaged = start_and_score(tiny_model_dir, cache, "auto")
-    assert damaged.compile == "on" and "Traceback" not in damaged.log, damaged.log
+    damaged = start_and_score(tiny_model_dir, cache, "on")
+    assert damaged.compile == "on" and "cold compile cache" in damaged.log, damaged.log
+    warnings = [line for line in damaged.log.splitlines() if "WARNING" in line and "rerank" not in line]
+    assert len(warnings) == 1 and "ignoring the compile cache" in warnings[0], damaged.log
+    assert "Traceback" not in damaged.log
     assert flat(damaged.scores) == pytest.approx(flat(cold.scores), abs=1e-6)
