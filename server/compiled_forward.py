@@ -118,9 +118,13 @@ class ItemsForward:
         self._layout = layout
         self._compiled = torch.compile(_cascade_forward if layout == CASCADE else _forward, dynamic=True)
         first, *others = WARM_UP_SHAPES
-        with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
-            for num_queries in WARM_UP_QUERIES:
-                warm_up(*first, num_queries)
+        try:
+            with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
+                for num_queries in WARM_UP_QUERIES:
+                    warm_up(*first, num_queries)
+        except BaseException:
+            self._layout = self._compiled = None  # eager, as before: no compile under traffic
+            raise
         self._warm = True
         for shape in others:  # must not compile again: a fallback here is logged below
             for num_queries in WARM_UP_QUERIES:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from server.compiled_forward import CASCADE, MASKED, WARM_UP_SHAPES, compilable
+from server.compiled_forward import CASCADE, MASKED, WARM_UP_SHAPES, ItemsForward, compilable
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
@@ -84,3 +84,13 @@ def test_a_model_whose_window_cuts_compiles_the_masked_layout(tokenizer):
     # Batches of one query and of several (an expanded batch cache, or one filled per row): the
     # warm-up compiled both, so neither runs eager (before, every batch of two requests did).
     compiled_scores_as_eager(eager, compiled, random.Random(1))
+
+
+def test_a_compile_that_fails_leaves_the_forward_eager():
+    forward = ItemsForward(decoder=None)
+
+    def warm_up(rows, own, slots, num_queries):
+        raise RuntimeError("inductor failed")
+    with pytest.raises(RuntimeError, match="inductor failed"):
+        forward.compile(warm_up, CASCADE)
+    assert not forward.is_compiled and forward.compiled_layout is None
