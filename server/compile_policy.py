@@ -30,12 +30,16 @@ class CompileChoice:
 
 
 def choose_compile(mode: str, device_type: str, dtype: str, cpu_flags: frozenset[str],
-                   has_warm_cache: bool) -> CompileChoice:
-    """The decision for a resolved device ("cpu", "cuda") and dtype ("bfloat16", ...)."""
+                   has_warm_cache: bool, has_cpp_compiler: bool = True) -> CompileChoice:
+    """The decision for a resolved device ("cpu", "cuda") and dtype ("bfloat16", ...);
+    `has_cpp_compiler`: inductor finds the C++ compiler its CPU kernels are built with."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}")
     if mode != "auto":
         return CompileChoice(mode == "on", f"--compile {mode}")
+    if device_type == "cpu" and not has_cpp_compiler:
+        return CompileChoice(False, "auto: eager, no C++ compiler for inductor's CPU kernels "
+                                    "(install g++, or set CXX)")
     if has_warm_cache:
         return CompileChoice(True, "auto: a warm compile cache for this model, dtype and processor")
     if device_type != "cpu":

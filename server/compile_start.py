@@ -22,7 +22,8 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     """Decide for a resolved config and compile `runner` if so; returns what was done and why."""
     cache = compile_cache_for(config, runner)
     warm = cache.is_warm()
-    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(), warm)
+    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(), warm,
+                            has_cpp_compiler())
     if not choice.compile:
         log.info("items forward eager (%s)", choice.reason)
         return choice
@@ -60,6 +61,17 @@ def processor_isa(device) -> str:
         return f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
     amx = "+amx" if "amx_bf16" in read_cpu_flags() else ""
     return f"{torch.backends.cpu.get_cpu_capability()}{amx}"
+
+
+def has_cpp_compiler() -> bool:
+    """Whether inductor finds its C++ compiler (g++, or $CXX): the slim images have none."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception:  # noqa: BLE001 - InvalidCxxCompiler, or whatever its search raised
+        return False
+    return True
 
 
 def read_cpu_flags() -> frozenset[str]:

@@ -37,6 +37,12 @@ def test_the_reason_names_what_decided():
     assert "no native bfloat16" in choose_compile("auto", "cpu", "bfloat16", AVX2, False).reason
 
 
+def test_auto_stays_eager_on_a_cpu_without_a_cpp_compiler():
+    assert not choose_compile("auto", "cpu", "bfloat16", AMX, True, has_cpp_compiler=False).compile
+    assert choose_compile("auto", "cuda", "bfloat16", frozenset(), True, has_cpp_compiler=False).compile
+    assert choose_compile("on", "cpu", "bfloat16", AMX, False, has_cpp_compiler=False).compile  # forced
+
+
 def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="compile mode"):
         choose_compile("fast", "cpu", "float32", AVX2, False)
