@@ -9,7 +9,7 @@ import pytest
 
 from server.compile_cache import INDUCTOR_CACHE_ENV, MARKER, CompileCache, cache_key
 
-FIELDS = {"torch": "2.13.0", "model": "m", "dtype": "bfloat16", "isa": "AVX512+amx"}
+FIELDS = {"torch": "1.0.0", "model": "m", "dtype": "bfloat16", "isa": "AVX512+amx"}
 
 
 def test_the_key_depends_on_every_field_and_not_on_their_order():
@@ -29,7 +29,7 @@ def test_a_folder_is_warm_once_a_compile_in_it_finished(tmp_path, monkeypatch):
     assert not cache.is_warm()  # an interrupted compile is not warm
     cache.mark_warm(12.34)
     assert cache.is_warm()
-    assert not CompileCache(tmp_path, {**FIELDS, "torch": "2.14.0"}).is_warm()  # another key's
+    assert not CompileCache(tmp_path, {**FIELDS, "torch": "1.0.1"}).is_warm()  # another key's
 
 
 def test_an_unreadable_marker_is_a_cold_cache_and_one_warning(tmp_path, caplog):
