@@ -42,6 +42,18 @@ class _LiveGauges:
         for url, value in self.workers.loads().items():
             load.add_metric([url], value)
         yield load
+        tokens = GaugeMetricFamily(f"{PREFIX}_worker_tokens_in_flight",
+                                   "Tokens of this gateway's requests sent to a worker and not yet answered "
+                                   "(cache_aware's queue estimate)", labels=["worker"])
+        rate = GaugeMetricFamily(f"{PREFIX}_worker_rate_tokens_per_second",
+                                 "A worker's tokens per second, learned from this gateway's answers "
+                                 "(absent before its first)", labels=["worker"])
+        for worker in self.workers.all():
+            tokens.add_metric([worker.url], worker.tokens_in_flight)
+            if worker.rate is not None:
+                rate.add_metric([worker.url], worker.rate)
+        yield tokens
+        yield rate
         states = GaugeMetricFamily(f"{PREFIX}_workers", f"Workers by state ({', '.join(s.value for s in WorkerState)})",
                                    labels=["state"])
         for state, count in self.workers.counts_by_state(self.clock()).items():

@@ -230,5 +230,9 @@ class WorkerRegistry:
         counts[WorkerState.GONE] = len(self._gone)
         return {state.value: counts[state] for state in WorkerState}
 
+    def all(self) -> list[Worker]:
+        """The workers in rotation, live records (read only: the metrics' gauges)."""
+        return list(self._workers.values())
+
     def loads(self) -> dict[str, int]:
         return {url: w.load for url, w in self._workers.items()}

@@ -110,6 +110,9 @@ def test_the_issues_fan_out_stays_home_and_its_hot_query_spills(tmp_path):
         assert outcomes == 30
         # every answer's observed time against its prediction, once each
         assert sample(gateway, f"{G}_finish_estimate_ratio_count") == 30
+        # all answered: nothing left in flight, and each worker that served has a measured rate
+        assert [sample(gateway, f"{G}_worker_tokens_in_flight", worker=url) for url in urls] == [0, 0, 0]
+        assert all(sample(gateway, f"{G}_worker_rate_tokens_per_second", worker=url) > 0 for url in served)
 
 
 def cache_aware_router(urls: list[str]) -> tuple[Router, WorkerRegistry, GatewayMetrics]:
