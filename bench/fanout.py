@@ -71,6 +71,14 @@ def server_counters(urls: list[str]) -> dict[str, float]:
     return totals
 
 
+def worker_rates(url: str) -> str:
+    """The gateway's learned tokens/s of each worker it has had an answer from, in URL order (the
+    per-worker shares' order)."""
+    rates = {labels[0][1]: value for (name, labels), value in scrape(url).items()
+             if name == f"{G}_worker_rate_tokens_per_second"}
+    return "/".join(f"{rates[worker]:.0f}" for worker in sorted(rates)) or "-"
+
+
 def gateway_counters(url: str | None) -> dict[str, float]:
     """The gateway's routed-by-worker and affinity-by-outcome counters, as 'routed <url>' and
     'affinity <outcome>'."""
@@ -216,6 +224,7 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
             gateway.wait_ready(path="/health")
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, urls, shape,
                                       args.rounds, args.workloads, args.max_items))
+        rates = worker_rates(gateways["cache_aware"].url)  # what the hot query's choices start from
         hot = (asyncio.run(hot_runs(gateways["cache_aware"].url, urls, hot_shape(args)))
                if args.hot_requests else [])
     lines = [format_table(f"three servers behind the gateway ({' '.join(server_args[2:])}), "
@@ -231,7 +240,8 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
         served = sum(1 for share in hot[0].worker_shares.values() if share > 0)
         lines.append(f"hot query: {hot[0].num_ok} of {args.hot_requests} requests answered, "
                      f"served by {served} of {len(servers)} workers; items/s over one worker's: "
-                     + (f"{hot[0].items_per_s / hot[1].items_per_s:.2f}" if hot[1].items_per_s else "-"))
+                     + (f"{hot[0].items_per_s / hot[1].items_per_s:.2f}" if hot[1].items_per_s else "-")
+                     + f"; cache_aware's learned rates before it: {rates} tokens/s")
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ from bench.fanout import (
     p99_ratios,
     ratios,
     single_runs,
+    worker_rates,
 )
 from bench.fanout_workload import (
     FanOut,
@@ -118,8 +119,10 @@ def test_fleet_runs_compare_the_policies_over_three_servers():
             gateway.wait_ready(timeout_s=30, path="/ready")
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, servers, TINY, 1,
                                       ["fan-out", "mixed", "sizes"], 5))
+        rates = worker_rates(gateways["cache_aware"].url)
         hot, one = asyncio.run(hot_runs(gateways["cache_aware"].url, servers,
                                         FanOut(1, 24, 3, 30, 5)))
+    assert len(rates.split("/")) == 3 and all(float(rate) > 0 for rate in rates.split("/"))
     assert [r.name for r in runs] == ["cache_aware fan-out, round 1", "power_of_two fan-out, round 1",
                                       "cache_aware mixed, round 1", "power_of_two mixed, round 1",
                                       "cache_aware sizes, round 1", "power_of_two sizes, round 1"]
