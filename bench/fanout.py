@@ -178,14 +178,18 @@ async def fleet_runs(gateways: dict[str, str], servers: list[str], shape: FanOut
     return runs
 
 
-async def hot_runs(gateway: str, servers: list[str], hot: FanOut) -> list[Measured]:
-    """One query sent as its requests, all at once, through the cache_aware gateway; then another
-    (never seen) straight to one server: the single-worker figure."""
-    n = hot.requests_per_query
-    return [await measure(f"cache_aware hot query x{n}", gateway, fanout_bodies(hot, seed=9000), n,
-                          servers, gateway),
-            await measure(f"one worker hot query x{n}", servers[0], fanout_bodies(hot, seed=9100), n,
-                          servers[:1])]
+async def hot_runs(gateway: str, servers: list[str], hot: FanOut, rounds: int = 1) -> list[Measured]:
+    """One query sent as its requests, all at once, through the cache_aware gateway, and another
+    (never seen) straight to one server (the single-worker figure); each round a new query, the
+    two alternating which goes first (on a shared machine the load drifts between two runs)."""
+    n, runs = hot.requests_per_query, []
+    for i in range(rounds):
+        pair = [(f"cache_aware hot query x{n}, round {i + 1}", gateway, servers, gateway),
+                (f"one worker hot query x{n}, round {i + 1}", servers[0], servers[:1], None)]
+        for k, (name, url, counted, routed) in enumerate(pair if i % 2 == 0 else pair[::-1]):
+            runs.append(await measure(name, url, fanout_bodies(hot, seed=9000 + 100 * i + 10 * k), n,
+                                      counted, routed))
+    return runs
 
 
 def ratio_line(label: str, values: list[float]) -> str:
@@ -225,7 +229,7 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, urls, shape,
                                       args.rounds, args.workloads, args.max_items))
         rates = worker_rates(gateways["cache_aware"].url)  # what the hot query's choices start from
-        hot = (asyncio.run(hot_runs(gateways["cache_aware"].url, urls, hot_shape(args)))
+        hot = (asyncio.run(hot_runs(gateways["cache_aware"].url, urls, hot_shape(args), args.rounds))
                if args.hot_requests else [])
     lines = [format_table(f"three servers behind the gateway ({' '.join(server_args[2:])}), "
                           f"{describe(shape)}; sizes: 1-{args.max_items} items; hot: "
@@ -237,11 +241,12 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
         lines.append(ratio_line(f"P99 cache_aware / power_of_two, {kind}",
                                 p99_ratios(kind_runs, "cache_aware", "power_of_two")))
     if hot:
-        served = sum(1 for share in hot[0].worker_shares.values() if share > 0)
-        lines.append(f"hot query: {hot[0].num_ok} of {args.hot_requests} requests answered, "
-                     f"served by {served} of {len(servers)} workers; items/s over one worker's: "
-                     + (f"{hot[0].items_per_s / hot[1].items_per_s:.2f}" if hot[1].items_per_s else "-")
-                     + f"; cache_aware's learned rates before it: {rates} tokens/s")
+        fleet_hot = [r for r in hot if r.name.startswith("cache_aware")]
+        served = [sum(1 for share in r.worker_shares.values() if share > 0) for r in fleet_hot]
+        lines.append(f"hot query: {sum(r.num_ok for r in fleet_hot)} of {len(fleet_hot) * args.hot_requests} "
+                     f"requests answered, served by {'/'.join(map(str, served))} of {len(servers)} workers; "
+                     f"cache_aware's learned rates before it: {rates} tokens/s")
+        lines.append(ratio_line("items/s cache_aware hot / one worker", ratios(hot, "cache_aware", "one worker")))
     return "\n".join(lines)
 
 
@@ -275,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query-tokens", type=int, default=2000)
     parser.add_argument("--item-tokens", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=1, help="runs of each comparison, alternating")
-    parser.add_argument("--workloads", nargs="+", default=list(FLEET_WORKLOADS), choices=FLEET_WORKLOADS,
-                        help="fleet: the workloads run through both gateways")
+    parser.add_argument("--workloads", nargs="*", default=list(FLEET_WORKLOADS), choices=FLEET_WORKLOADS,
+                        help="fleet: the workloads run through both gateways (none: the hot query only)")
     parser.add_argument("--max-items", type=int, default=64, help="sizes: items per request 1..this")
     parser.add_argument("--hot-requests", type=int, default=24,
                         help="fleet: concurrent requests of one hot query after the runs (0: none)")
