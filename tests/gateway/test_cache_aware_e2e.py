@@ -5,12 +5,15 @@ onto others, and the affinity counters and the finish estimate's histogram say s
 in-process: a worker that leaves the rotation takes its queries with it."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 
 from gateway.affinity import query_key
@@ -172,3 +175,24 @@ def test_a_worker_that_restarts_in_place_takes_its_queries():
     assert len(router.holders) == 0
     router.choose(key=keys[0])
     assert metrics.affinity.labels(outcome="new")._value.get() == len(keys) + 1  # never a cold hit
+
+
+def test_a_text_request_teaches_the_characters_per_token_and_the_workers_rate():
+    # The test runner's tokenizer makes a token of each character: after one answered text request
+    # the gateway's ratio is the worker's own count, ~1 character a token (the default guess: 4).
+    text = {"query": "a user's long history " * 20, "items": ["candidate one", "candidate two"],
+            "label_token_ids": [7, 8]}
+
+    async def main(url):
+        async with aiohttp.ClientSession() as session:
+            router, registry, metrics = cache_aware_router([url])
+            router.session = session
+            answer = await router.route(json.dumps(text).encode(), {"content-type": "application/json"})
+            return answer, router, registry.get(url), metrics
+
+    with serving(PacedRunner()) as (url, _):
+        answer, router, worker, metrics = asyncio.run(main(url))
+    assert answer.status == 200
+    assert 0.8 < router.text_ratio.chars_per_token < 1.25
+    assert worker.tokens_in_flight == 0 and worker.rate is not None and worker.rate > 0
+    assert metrics.finish_estimate._sum.get() > 0  # one observation: its observed / predicted
