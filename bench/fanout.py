@@ -1,8 +1,10 @@
 """Fan-out scoring: one query computed once per fleet, not once per request. Numbers, no asserts.
 
-  python -m bench.fanout [--sections single fleet] [--queries 4] [--requests-per-query 10]
-                         [--items 20] [--query-tokens 1000] [--item-tokens 50] [--rounds 1]
-                         [--hot-requests 48]
+  python -m bench.fanout [--sections single fleet] [--queries 6] [--requests-per-query 6]
+                         [--items 16] [--query-tokens 2000] [--item-tokens 50] [--rounds 1]
+                         [--workloads fan-out mixed sizes] [--max-items 64]
+                         [--hot-requests 24] [--hot-items 12] [--hot-item-tokens 40]
+                         [--hot-query-tokens 1500]
 
 single: one server (`python -m server`), the fan-out workload (bench.fanout_workload: each query's
   requests sent together, concurrency = requests per query) against the same token counts with
@@ -10,11 +12,12 @@ single: one server (`python -m server`), the fan-out workload (bench.fanout_work
   the share of repeated query tokens it did not compute (from `sglang:computed_tokens_total`).
 fleet: three servers (the machine's CPUs split among them, unless --server-args names
   --num-threads) behind two gateways over the same servers (`--policy cache_aware` and
-  `power_of_two`), on the fan-out and the mixed workload (half fan-out, half distinct), concurrency
-  3 x requests per query: the same, plus each worker's share of the requests and the gateway's
-  affinity counters (hit/new/spill). Every run draws queries no server has seen. Then one hot
-  query: --hot-requests concurrent requests with one query through the cache_aware gateway, and
-  how many workers served it.
+  `power_of_two`), on the fan-out, the mixed workload (half fan-out, half distinct) and the sizes
+  workload (the fan-out with 1 to --max-items items a request), concurrency 3 x requests per query:
+  the same, plus each worker's share of the requests and the gateway's affinity counters
+  (hit/new/spill). Every run draws queries no server has seen. Then one hot query: --hot-requests
+  concurrent requests with one query through the cache_aware gateway, how many workers served it,
+  and its items/s against the same (a new query) sent straight to one server.
 Everything runs on loopback; client, gateway and servers share this machine's cores.
 """
 from __future__ import annotations
@@ -24,7 +27,7 @@ import asyncio
 import contextlib
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,13 +40,16 @@ from bench.fanout_workload import (
     mixed_bodies,
     query_hit_share,
     shares,
+    sized_bodies,
 )
 from bench.server_process import start_server
 from bench.workload import ScoreBody, percentile
 from server.cpus import detect_usable_cpus
 
 TIMEOUT_S = 600.0
-WORKLOADS = {"fan-out": fanout_bodies, "distinct": distinct_bodies, "mixed": mixed_bodies}
+WORKLOADS = {"fan-out": fanout_bodies, "distinct": distinct_bodies, "mixed": mixed_bodies,
+             "sizes": sized_bodies}
+FLEET_WORKLOADS = ("fan-out", "mixed", "sizes")
 SERVER_COUNTERS = ("sglang:computed_tokens", "sglang:padding_tokens", "sglang:cached_tokens")
 G = "scoringfleet_gateway"
 
@@ -63,6 +69,14 @@ def server_counters(urls: list[str]) -> dict[str, float]:
             if name.endswith("_total") and name.removesuffix("_total") in totals:
                 totals[name.removesuffix("_total")] += value
     return totals
+
+
+def worker_rates(url: str) -> str:
+    """The gateway's learned tokens/s of each worker it has had an answer from, in URL order (the
+    per-worker shares' order)."""
+    rates = {labels[0][1]: value for (name, labels), value in scrape(url).items()
+             if name == f"{G}_worker_rate_tokens_per_second"}
+    return "/".join(f"{rates[worker]:.0f}" for worker in sorted(rates)) or "-"
 
 
 def gateway_counters(url: str | None) -> dict[str, float]:
@@ -147,26 +161,35 @@ async def single_runs(url: str, shape: FanOut, rounds: int) -> list[Measured]:
     return runs
 
 
-async def fleet_runs(gateways: dict[str, str], servers: list[str], shape: FanOut,
-                     rounds: int) -> list[Measured]:
+async def fleet_runs(gateways: dict[str, str], servers: list[str], shape: FanOut, rounds: int,
+                     kinds: list[str], max_items: int) -> list[Measured]:
     """Each workload through each policy's gateway, alternating which policy goes first."""
     runs = []
     for i in range(rounds):
-        for w, kind in enumerate(("fan-out", "mixed")):
+        for w, kind in enumerate(kinds):
             policies = list(gateways) if i % 2 == 0 else list(gateways)[::-1]
             for p, policy in enumerate(policies):
-                bodies = WORKLOADS[kind](shape, seed=5000 + 1000 * i + 100 * w + 10 * p)
+                seed = 5000 + 1000 * i + 100 * w + 10 * p
+                bodies = (sized_bodies(shape, seed, max_items) if kind == "sizes"
+                          else WORKLOADS[kind](shape, seed=seed))
                 runs.append(await measure(f"{policy} {kind}, round {i + 1}", gateways[policy],
                                           bodies, len(servers) * shape.requests_per_query,
                                           servers, gateways[policy]))
     return runs
 
 
-async def hot_run(gateway: str, servers: list[str], shape: FanOut, num_requests: int) -> Measured:
-    """One query sent as `num_requests` concurrent requests through the cache_aware gateway."""
-    hot = replace(shape, num_queries=1, requests_per_query=num_requests)
-    return await measure(f"cache_aware hot query x{num_requests}", gateway,
-                         fanout_bodies(hot, seed=9000), num_requests, servers, gateway)
+async def hot_runs(gateway: str, servers: list[str], hot: FanOut, rounds: int = 1) -> list[Measured]:
+    """One query sent as its requests, all at once, through the cache_aware gateway, and another
+    (never seen) straight to one server (the single-worker figure); each round a new query, the
+    two alternating which goes first (on a shared machine the load drifts between two runs)."""
+    n, runs = hot.requests_per_query, []
+    for i in range(rounds):
+        pair = [(f"cache_aware hot query x{n}, round {i + 1}", gateway, servers, gateway),
+                (f"one worker hot query x{n}, round {i + 1}", servers[0], servers[:1], None)]
+        for k, (name, url, counted, routed) in enumerate(pair if i % 2 == 0 else pair[::-1]):
+            runs.append(await measure(name, url, fanout_bodies(hot, seed=9000 + 100 * i + 10 * k), n,
+                                      counted, routed))
+    return runs
 
 
 def ratio_line(label: str, values: list[float]) -> str:
@@ -204,21 +227,39 @@ def fleet(args: argparse.Namespace, shape: FanOut) -> str:
         for gateway in gateways.values():
             gateway.wait_ready(path="/health")
         runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, urls, shape,
-                                      args.rounds))
-        hot = (asyncio.run(hot_run(gateways["cache_aware"].url, urls, shape, args.hot_requests))
-               if args.hot_requests else None)
+                                      args.rounds, args.workloads, args.max_items))
+        rates = worker_rates(gateways["cache_aware"].url)  # what the hot query's choices start from
+        hot = (asyncio.run(hot_runs(gateways["cache_aware"].url, urls, hot_shape(args), args.rounds))
+               if args.hot_requests else [])
     lines = [format_table(f"three servers behind the gateway ({' '.join(server_args[2:])}), "
-                          f"{describe(shape)}",
-                          runs + ([hot] if hot else []))]
-    for kind in ("fan-out", "mixed"):
+                          f"{describe(shape)}; sizes: 1-{args.max_items} items; hot: "
+                          f"{describe(hot_shape(args))}", runs + hot)]
+    for kind in args.workloads:
         kind_runs = [r for r in runs if f" {kind}," in r.name]
         lines.append(ratio_line(f"items/s cache_aware / power_of_two, {kind}",
                                 ratios(kind_runs, "cache_aware", "power_of_two")))
+        lines.append(ratio_line(f"P99 cache_aware / power_of_two, {kind}",
+                                p99_ratios(kind_runs, "cache_aware", "power_of_two")))
     if hot:
-        served = sum(1 for share in hot.worker_shares.values() if share > 0)
-        lines.append(f"hot query: {hot.num_ok} of {args.hot_requests} requests answered, "
-                     f"served by {served} of {len(servers)} workers")
+        fleet_hot = [r for r in hot if r.name.startswith("cache_aware")]
+        served = [sum(1 for share in r.worker_shares.values() if share > 0) for r in fleet_hot]
+        lines.append(f"hot query: {sum(r.num_ok for r in fleet_hot)} of {len(fleet_hot) * args.hot_requests} "
+                     f"requests answered, served by {'/'.join(map(str, served))} of {len(servers)} workers; "
+                     f"cache_aware's learned rates before it: {rates} tokens/s")
+        lines.append(ratio_line("items/s cache_aware hot / one worker", ratios(hot, "cache_aware", "one worker")))
     return "\n".join(lines)
+
+
+def hot_shape(args: argparse.Namespace) -> FanOut:
+    return FanOut(1, max(args.hot_requests, 1), args.hot_items, args.hot_query_tokens,
+                  args.hot_item_tokens)
+
+
+def p99_ratios(runs: list[Measured], numerator: str, denominator: str) -> list[float]:
+    """P99 of each run named `<numerator>...` over its `<denominator>...` partner (below 1: better)."""
+    tops = [r for r in runs if r.name.startswith(numerator)]
+    bottoms = [r for r in runs if r.name.startswith(denominator)]
+    return [t.p99_ms / b.p99_ms for t, b in zip(tops, bottoms) if b.p99_ms]
 
 
 def describe(shape: FanOut) -> str:
@@ -233,14 +274,20 @@ SECTIONS = {"single": single, "fleet": fleet}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
-    parser.add_argument("--queries", type=int, default=4, help="distinct fan-out queries per run")
-    parser.add_argument("--requests-per-query", type=int, default=10)
-    parser.add_argument("--items", type=int, default=20, help="items per request")
-    parser.add_argument("--query-tokens", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=6, help="distinct fan-out queries per run")
+    parser.add_argument("--requests-per-query", type=int, default=6)
+    parser.add_argument("--items", type=int, default=16, help="items per request")
+    parser.add_argument("--query-tokens", type=int, default=2000)
     parser.add_argument("--item-tokens", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=1, help="runs of each comparison, alternating")
-    parser.add_argument("--hot-requests", type=int, default=48,
+    parser.add_argument("--workloads", nargs="*", default=list(FLEET_WORKLOADS), choices=FLEET_WORKLOADS,
+                        help="fleet: the workloads run through both gateways (none: the hot query only)")
+    parser.add_argument("--max-items", type=int, default=64, help="sizes: items per request 1..this")
+    parser.add_argument("--hot-requests", type=int, default=24,
                         help="fleet: concurrent requests of one hot query after the runs (0: none)")
+    parser.add_argument("--hot-items", type=int, default=12, help="hot query: items per request")
+    parser.add_argument("--hot-item-tokens", type=int, default=40)
+    parser.add_argument("--hot-query-tokens", type=int, default=1500)
     parser.add_argument("--server-args", type=shlex.split, default=[],
                         help="extra flags for every `python -m server`, one quoted string")
     args = parser.parse_args(argv)

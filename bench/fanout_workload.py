@@ -1,13 +1,15 @@
 """The fan-out workloads and what a run of one amounts to: pure functions, no I/O, no clock.
 
 Fan-out: a ranking service scores one user's long query against many short candidates, split into
-concurrent requests (the issue's: a 1,000-token query, 10 requests of 20 items of 50 tokens, several
+concurrent requests (issue 41's: a 2,000-token query, 6 requests of 16 items of 50 tokens, six
 queries in turn). Distinct: the same token counts with every request's query its own. Mixed: half
-of each, interleaved. Bodies are token ids drawn from a seeded random.Random (bench.workload): a
-new seed is a set of queries no server has seen.
+of each, interleaved. Sizes: the fan-out with each request's item count drawn from 1 to a maximum
+(a client that splits its candidates unevenly). Bodies are token ids drawn from a seeded
+random.Random (bench.workload): a new seed is a set of queries no server has seen.
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 
 from bench.workload import ScoreBody, Workload, make_bodies
@@ -15,10 +17,10 @@ from bench.workload import ScoreBody, Workload, make_bodies
 
 @dataclass(frozen=True)
 class FanOut:
-    num_queries: int = 4
-    requests_per_query: int = 10
-    num_items: int = 20
-    query_tokens: int = 1000
+    num_queries: int = 6
+    requests_per_query: int = 6
+    num_items: int = 16
+    query_tokens: int = 2000
     item_tokens: int = 50
     label_ids: tuple[int, ...] = (9230, 2838)
 
@@ -55,6 +57,14 @@ def mixed_bodies(shape: FanOut, seed: int) -> list[ScoreBody]:
     fanned = fanout_bodies(replace(shape, num_queries=max(shape.num_queries // 2, 1)), seed)
     distinct = make_bodies(shape.workload, len(fanned), seed + 2)
     return [body for pair in zip(fanned, distinct) for body in pair]
+
+
+def sized_bodies(shape: FanOut, seed: int, max_items: int = 64) -> list[ScoreBody]:
+    """The fan-out (its queries, in order) with each request's item count uniform in 1..max_items."""
+    rng = random.Random(seed + 3)
+    many = make_bodies(replace(shape.workload, num_items=max_items), shape.num_requests, seed + 1)
+    return [ScoreBody(body.query, extra.items[:rng.randint(1, max_items)], body.label_token_ids)
+            for body, extra in zip(fanout_bodies(shape, seed), many)]
 
 
 def query_tokens(bodies: list[ScoreBody]) -> int:

@@ -1,26 +1,25 @@
 """Cache-aware routing (`--policy cache_aware`): the query a request carries, which workers hold
-or are computing each query, and the pure choice of a worker from those.
+or are computing each query, and the choice of a worker from those by expected finish.
 
 A query's key is a digest of the query as sent (text or token ids, as the client wrote it): the
 same query always gets the same key, a text and its token ids get two. `item_first` requests
 have no key: the item comes first, so no two of them share a head a worker could keep.
 QueryHolders owns the query -> workers map (an LRU bounded by its number of queries); the Router
 records each choice in it; a worker that leaves (discovery) or may have restarted (the registry) is
-dropped from it. Keyed choices weigh each worker by the requests this gateway has in flight to it
-(`Worker.requests_in_flight`, SGLang's router's load: counted when sent, so a fan-out that arrives
-in one burst sees itself pile up; no poll lag). No I/O and no clock here.
+dropped from it. choose() hands the workers' tokens in flight and measured rates, and who holds
+the query, to the pure estimate (gateway.finish): counted when sent, so a fan-out that arrives in
+one burst sees itself pile up with no poll lag. No I/O and no clock here.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.config import DEFAULT_BALANCE_ABS, DEFAULT_BALANCE_REL, DEFAULT_MAX_QUERIES
-from gateway.picker import pick
+from gateway.config import DEFAULT_MAX_QUERIES
+from gateway.finish import DEFAULT_RECOMPUTE_CHARGE, Option, Size, earliest
 from gateway.workers import Worker
 
 OUTCOMES = ("hit", "new", "spill", "unkeyed")
@@ -41,67 +40,41 @@ def query_key(payload) -> str | None:
 
 
 @dataclass(frozen=True)
-class Balance:
-    """The balance thresholds, in requests in flight (SGLang's rule and unit: both must be passed)."""
-
-    abs_threshold: int = DEFAULT_BALANCE_ABS
-    rel_threshold: float = DEFAULT_BALANCE_REL
-
-    def is_overloaded(self, load: int, min_load: int) -> bool:
-        """`load` is busier than the lightest worker's `min_load` beyond both thresholds."""
-        return load - min_load > self.abs_threshold and load > self.rel_threshold * min_load
-
-
-@dataclass(frozen=True)
 class Choice:
     worker: Worker | None
     outcome: str  # one of OUTCOMES; "" when there was no worker to choose
+    finish_s: float = 0.0     # the predicted seconds until its answer there
+    cost_tokens: float = 0.0  # its tokens on that worker: the query unless it holds it, the items
 
 
 def rank(key: str, url: str) -> int:
-    """The worker's place in the query's rendezvous order: the higher, the sooner it is chosen."""
+    """The worker's place in the query's rendezvous order: the higher, the sooner it is chosen
+    among equal finishes (the same worker from every gateway replica on an even fleet)."""
     return int.from_bytes(hashlib.blake2b(f"{key}|{url}".encode(), digest_size=8).digest())
 
 
-def fewest(key: str, workers: Sequence[Worker]) -> Worker:
-    """The worker with the fewest requests in flight; ties in the query's rendezvous order, highest
-    rank of (key, URL) first. On an even fleet that is the query's home: the same worker from
-    every gateway replica, and a worker that joins or leaves moves only the queries it wins or
-    held. `workers` must not be empty."""
-    return min(workers, key=lambda w: (w.requests_in_flight, -rank(key, w.url), w.url))
+def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker], size: Size,
+           recompute_charge: float = DEFAULT_RECOMPUTE_CHARGE) -> Choice:
+    """The worker among the fresh `workers` where a request of `size` with query `key` would
+    finish first (gateway.finish.earliest):
 
-
-def choose(key: str | None, holders: Iterable[str], workers: Sequence[Worker], balance: Balance,
-           rng: random.Random) -> Choice:
-    """The worker for a request with query `key` among the fresh `workers` (each with the
-    requests this gateway has in flight to it).
-
-    hit: the fresh worker among `holders` (those that hold or are computing it) with the fewest
-    requests in flight;
-    new: a query no fresh worker holds is computed once wherever it goes: to the worker with the
-    fewest requests in flight, ties in its rendezvous order (an even fleet sends it home, whichever
-    gateway replica routes it), so a few queries do not pile onto one worker while another idles;
-    spill: a holder is overloaded (Balance) against the one with the fewest: the other worker with
-    the fewest (ties: the query's rendezvous order), so a hot query spreads instead of pinning one
-    worker, and its spills meet on as few workers as they can;
-    unkeyed: no key (item_first): power of two on the polled load.
+    hit: it holds or is computing the query (its items alone are computed);
+    new: no fresh worker holds it: computed once wherever it goes, the earliest finish (ties in
+    the query's rendezvous order, so an idle fleet sends it home, whichever gateway replica
+    routes it);
+    spill: another worker holds it, but queueing there costs more than computing the query again
+    here (plus the recompute charge): a hot query spreads, a repeated one with a short queue
+    stays home;
+    unkeyed: no key (item_first, or no query): the earliest finish, nothing held.
     """
-    if not workers:
-        return Choice(None, "")
-    if key is None:
-        return Choice(pick(workers, "power_of_two", rng, 0), "unkeyed")
     held = set(holders)
-    holding = [w for w in workers if w.url in held]
-    if holding:
-        target, outcome = min(holding, key=lambda w: (w.requests_in_flight, w.url)), "hit"
-    else:
-        target, outcome = fewest(key, workers), "new"
-    lightest = min(w.requests_in_flight for w in workers)
-    if not balance.is_overloaded(target.requests_in_flight, lightest):
-        return Choice(target, outcome)
-    # Overloaded means some worker has fewer: `others` is never empty here.
-    others = [w for w in workers if w is not target]
-    return Choice(fewest(key, others), "spill")
+    options = [Option(w.url, w.tokens_in_flight, w.rate, w.url in held, rank(key or "", w.url))
+               for w in workers]
+    estimate = earliest(options, size, recompute_charge, keyed=key is not None)
+    if estimate is None:
+        return Choice(None, "")
+    worker = next(w for w in workers if w.url == estimate.url)
+    return Choice(worker, estimate.outcome, estimate.finish_s, estimate.cost_tokens)
 
 
 class QueryHolders:

@@ -35,6 +35,7 @@ from gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.model_info import INFO_PATHS, ask_a_worker
 from gateway.poller import Poller
 from gateway.routing import Router
+from gateway.tokens import shape_of
 from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry, WorkerState
@@ -57,7 +58,7 @@ def create_app(config: GatewayConfig) -> web.Application:
         payload = parse_body(body)
         reply = await request.app[ROUTER].route(
             body, upstream_headers(request.headers, config.api_key), count_sequences(payload),
-            request.path, query_key(payload))
+            request.path, query_key(payload), shape_of(payload))
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:

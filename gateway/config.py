@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
+from gateway.finish import DEFAULT_RECOMPUTE_CHARGE
 from scoringfleet_contract.facts import (
     API_KEY_ENV,
     DEFAULT_HEADER_TIMEOUT_S,
@@ -24,11 +25,12 @@ from scoringfleet_contract.flags import add_flags, config_fields, flag
 Policy = Literal["power_of_two", "round_robin", "cache_aware"]
 POLICIES = get_args(Policy)
 DEFAULT_MAX_CONNECTIONS = 4096
-# cache_aware: the balance thresholds in SGLang router's unit (requests in flight from the gateway).
-# abs 32, not SGLang's 64: the hot query (48 concurrent requests) must reach a second worker,
-# and 64 would hold all 48 on one; the rel threshold is SGLang's. Then the query -> workers map's bound.
+# cache_aware routes by expected finish (gateway.finish); SGLang's request-count balance thresholds
+# are no longer used: their flags are still accepted (a command line that names them still starts),
+# with their old defaults. Then the query -> workers map's bound.
 DEFAULT_BALANCE_ABS = 32
 DEFAULT_BALANCE_REL = 1.5
+NOT_USED = "not used: cache_aware routes by expected finish (docs/gateway.md); accepted for old command lines"
 DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
 
 
@@ -61,11 +63,11 @@ class GatewayConfig:
         "open client connections; a new one beyond this gets 503 and is closed"))
     access_log_all: bool = field(default=False, metadata=flag(  # False: no line for probes, /get_load, /metrics
         "an access-log line for every request, also probes and /metrics scrapes"))
-    balance_abs_threshold: int = field(default=DEFAULT_BALANCE_ABS, metadata=flag(
-        "cache_aware: a query's worker is passed over (for the one with the fewest) when its requests "
-        "in flight exceed the fewest any worker has by more than this many, and ..."))
-    balance_rel_threshold: float = field(default=DEFAULT_BALANCE_REL, metadata=flag(
-        "... is more than this many times that fewest"))
+    recompute_charge: float = field(default=DEFAULT_RECOMPUTE_CHARGE, metadata=flag(
+        "cache_aware: a worker that would compute again a query another worker holds is charged this "
+        "many times the query's time on top of its expected finish (0: the request's finish alone)"))
+    balance_abs_threshold: int = field(default=DEFAULT_BALANCE_ABS, metadata=flag(NOT_USED))
+    balance_rel_threshold: float = field(default=DEFAULT_BALANCE_REL, metadata=flag(NOT_USED))
     max_tracked_queries: int = field(default=DEFAULT_MAX_QUERIES, metadata=flag(
         "cache_aware: queries remembered with their workers (least recently routed out first)"))
 
@@ -80,9 +82,8 @@ class GatewayConfig:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         if self.policy not in get_args(Policy):
             raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        if self.balance_abs_threshold < 0 or self.balance_rel_threshold < 1:
-            raise ValueError("--balance-abs-threshold must be >= 0 and --balance-rel-threshold >= 1, "
-                             f"got {self.balance_abs_threshold} and {self.balance_rel_threshold}")
+        if not self.recompute_charge >= 0:  # NaN too
+            raise ValueError(f"--recompute-charge must be >= 0, got {self.recompute_charge}")
         for option, value in (("--load-interval", self.load_interval_s),
                               ("--request-timeout", self.request_timeout_s),
                               ("--header-timeout", self.header_timeout_s)):

@@ -21,6 +21,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The server's sglang:e2e_request_latency_seconds buckets, with the gateway's own finer low end
 # (an answer it makes itself, a 401 or a full waiting room, takes well under 50 ms).
 DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 60, 120, 300)
+# cache_aware's estimate error as observed / predicted seconds to an answer: a ratio, so one set of
+# buckets fits requests of every size; 1 is exact, 0.5 twice too slow a guess, 2 twice too fast.
+FINISH_RATIO_BUCKETS = (0.25, 0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2, 4, 8)
 
 
 class _LiveGauges:
@@ -39,6 +42,18 @@ class _LiveGauges:
         for url, value in self.workers.loads().items():
             load.add_metric([url], value)
         yield load
+        tokens = GaugeMetricFamily(f"{PREFIX}_worker_tokens_in_flight",
+                                   "Tokens of this gateway's requests sent to a worker and not yet answered "
+                                   "(cache_aware's queue estimate)", labels=["worker"])
+        rate = GaugeMetricFamily(f"{PREFIX}_worker_rate_tokens_per_second",
+                                 "A worker's tokens per second, learned from this gateway's answers "
+                                 "(absent before its first)", labels=["worker"])
+        for worker in self.workers.all():
+            tokens.add_metric([worker.url], worker.tokens_in_flight)
+            if worker.rate is not None:
+                rate.add_metric([worker.url], worker.rate)
+        yield tokens
+        yield rate
         states = GaugeMetricFamily(f"{PREFIX}_workers", f"Workers by state ({', '.join(s.value for s in WorkerState)})",
                                    labels=["state"])
         for state, count in self.workers.counts_by_state(self.clock()).items():
@@ -62,9 +77,13 @@ class GatewayMetrics:
                                ["reason"], registry=self.registry)
         self.affinity = Counter(
             f"{PREFIX}_affinity", "cache_aware choices: hit (a worker holding the query), new (a query "
-            "never seen: the worker with the fewest in flight), spill (the holder too busy: the one "
-            "with the fewest), unkeyed (no query key)",
+            "no worker holds: the earliest finish), spill (another worker holds it, but this one "
+            "finishes it sooner), unkeyed (no query key: the earliest finish)",
             ["outcome"], registry=self.registry)
+        self.finish_estimate = Histogram(
+            f"{PREFIX}_finish_estimate_ratio", "cache_aware: a request's observed seconds from sent to "
+            "answered over the predicted (1: exact; answered 200s only)",
+            registry=self.registry, buckets=FINISH_RATIO_BUCKETS)
         self.registry.register(_LiveGauges(waiting, workers, clock))
 
     def observe_answer(self, status: int, duration_s: float) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -25,6 +26,7 @@ from gateway.intake import count_sequences, parse_body
 from gateway.metrics import GatewayMetrics
 from gateway.picker import pick
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
+from gateway.tokens import NO_SHAPE, Shape, TextRatio, prompt_tokens, shape_of
 from gateway.waiting import WaitingRoom, WaitingRoomFull
 from gateway.workers import Worker, WorkerRegistry
 
@@ -32,6 +34,17 @@ from gateway.workers import Worker, WorkerRegistry
 # gateway's API key: a worker that did no work, tried at most once, without using up the request's
 # one retry.
 LEAVING_REASONS = ("refused", "connect-timeout", "unauthorized")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One client request as the router forwards it (and sizes it)."""
+
+    body: bytes
+    path: str
+    num_sequences: int
+    key: str | None  # its query's (affinity.query_key)
+    shape: Shape
 
 
 class Router:
@@ -45,104 +58,115 @@ class Router:
         # cache_aware: who holds which query (forget_workers: discovery drops those that leave,
         # the registry those that may have restarted)
         self.holders = affinity.QueryHolders(config.max_tracked_queries)
-        self.balance = affinity.Balance(config.balance_abs_threshold, config.balance_rel_threshold)
+        self.text_ratio = TextRatio()  # characters per token of text requests, from the answers
 
-    def choose(self, exclude: Collection[str] = (), key: str | None = None) -> Worker | None:
-        """A fresh worker not in `exclude` for a request whose query has `key`; a retry (exclude
-        given) keeps the round-robin turn."""
+    def choose(self, exclude: Collection[str] = (), key: str | None = None,
+               shape: Shape = NO_SHAPE) -> Worker | None:
+        """A fresh worker not in `exclude` for a request whose query has `key` (and of `shape`);
+        a retry (exclude given) keeps the round-robin turn."""
+        choice = self._choose(exclude, key, shape)
+        return choice.worker if choice is not None else None
+
+    def _choose(self, exclude: Collection[str], key: str | None, shape: Shape) -> affinity.Choice | None:
         fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
+        size = self.text_ratio.size(shape)
         if self.config.policy == "cache_aware":
             # A draining worker's load falls to 0: it would win as a holder and as the lightest.
             serving = [w for w in fresh if not w.draining] or fresh
-            choice = affinity.choose(key, self.holders.get(key), serving, self.balance, self.rng)
-            if choice.worker is not None:
-                self.metrics.affinity.labels(outcome=choice.outcome).inc()
-                if key is not None:  # it is computing the query from now on
-                    self.holders.add(key, choice.worker.url)
-            return choice.worker
+            choice = affinity.choose(key, self.holders.get(key), serving, size, self.config.recompute_charge)
+            if choice.worker is None:
+                return None
+            self.metrics.affinity.labels(outcome=choice.outcome).inc()
+            if key is not None:  # it is computing the query from now on
+                self.holders.add(key, choice.worker.url)
+            return choice
         worker = pick(fresh, self.config.policy, self.rng, self._turn)
-        if worker is not None and not exclude:
+        if worker is None:
+            return None
+        if not exclude:
             self._turn += 1
-        return worker
+        return affinity.Choice(worker, "", cost_tokens=size.cost(False))
 
     def forget_workers(self, urls) -> None:
         """Workers that left the rotation or may have restarted: their queries go with them."""
         self.holders.forget(urls)
 
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
-                    path: str = "/v1/score", key: str | None = None) -> Upstream:
+                    path: str = "/v1/score", key: str | None = None, shape: Shape = NO_SHAPE) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error.
         `headers` are those to send upstream; num_sequences None: counted from the body (which
-        must then be JSON: intake.parse_body, and then the query's key too); `path` the worker's (a
-        rerank's is scored alike); `key` the query's (affinity.query_key)."""
+        must then be JSON: intake.parse_body, and then the query's key and the shape too); `path`
+        the worker's (a rerank's is scored alike); `key` the query's (affinity.query_key), `shape`
+        its size (tokens.shape_of)."""
         if num_sequences is None:
             payload = parse_body(body)
-            num_sequences, key = count_sequences(payload), affinity.query_key(payload)
+            num_sequences, key, shape = count_sequences(payload), affinity.query_key(payload), shape_of(payload)
+        request = Request(body, path, num_sequences, key, shape)
         # One deadline per request: all its waits for a worker together last at most the queue
         # timeout, counted from arrival.
         deadline_s = time.monotonic() + self.config.queue_timeout_s
         try:
-            worker = await self.waiting.take(lambda: self.choose(key=key), self.config.queue_timeout_s)
+            choice = await self.waiting.take(lambda: self._choose((), key, shape), self.config.queue_timeout_s)
         except WaitingRoomFull as error:
             return error_reply(503, str(error), error.retry_after_s)
-        if worker is None:
+        if choice is None:
             return self._no_worker()
         tried: set[str] = set()
-        outcome = await self._attempt_past_leaving(worker, (path, body), headers, num_sequences, tried,
-                                                   key)
+        outcome = await self._attempt_past_leaving(choice, request, headers, tried)
         if isinstance(outcome, Upstream) and outcome.status != 503:
             return outcome
-        retry_worker = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s, key)
-        if retry_worker is None:
+        retry = await self._retry_worker(tried, isinstance(outcome, Upstream), deadline_s, request)
+        if retry is None:
             return outcome if isinstance(outcome, Upstream) else self._none_left(tried, outcome)
         reason = "503" if isinstance(outcome, Upstream) else outcome.reason
         self.metrics.retries.labels(reason=reason).inc()  # counted only once the retry is made
-        second = await self._attempt_past_leaving(retry_worker, (path, body), headers, num_sequences,
-                                                  tried, key)
+        second = await self._attempt_past_leaving(retry, request, headers, tried)
         if isinstance(second, Unreachable):
             return error_reply(502, f"no worker answered: {second}", 1)
         return second
 
     async def _retry_worker(self, tried: set[str], answered: bool, deadline_s: float,
-                            key: str | None) -> Worker | None:
+                            request: Request) -> affinity.Choice | None:
         # A worker that answered 503 is alive and its 503 is a fine answer: take another worker
         # only if one is ready now. One that did not answer is no answer: wait for another, until
         # the request's deadline, but only if the rotation has a worker not yet tried at all.
         if answered or not any(url not in tried for url in self.registry.urls()):
-            return self.choose(exclude=tried, key=key)
+            return self._choose(tried, request.key, request.shape)
         try:
-            return await self.waiting.take(lambda: self.choose(exclude=tried, key=key),
+            return await self.waiting.take(lambda: self._choose(tried, request.key, request.shape),
                                            max(deadline_s - time.monotonic(), 0.0))
         except WaitingRoomFull:
             return None
 
-    async def _attempt_past_leaving(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
-                                    num_sequences: int, tried: set[str],
-                                    key: str | None) -> Upstream | Unreachable:
-        """An attempt on `worker`, then, while the worker is leaving (a draining 503, refused or a
-        connect timeout), on a fresh worker not yet tried (so at most once each); the last
-        outcome if none is left."""
+    async def _attempt_past_leaving(self, choice: affinity.Choice, request: Request,
+                                    headers: Mapping[str, str], tried: set[str]) -> Upstream | Unreachable:
+        """An attempt on the chosen worker, then, while the worker is leaving (a draining 503,
+        refused or a connect timeout), on a fresh worker not yet tried (so at most once each); the
+        last outcome if none is left."""
         while True:
-            tried.add(worker.url)
-            outcome = await self._attempt(worker, call, headers, num_sequences)
+            tried.add(choice.worker.url)
+            outcome = await self._attempt(choice, request, headers)
             leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
                        outcome.reason if isinstance(outcome, Unreachable)
                        and outcome.reason in LEAVING_REASONS else None)
-            next_worker = self.choose(exclude=tried, key=key) if leaving else None
-            if next_worker is None:
+            next_choice = self._choose(tried, request.key, request.shape) if leaving else None
+            if next_choice is None:
                 return outcome
             self.metrics.retries.labels(reason=leaving).inc()
-            worker = next_worker
+            choice = next_choice
 
-    async def _attempt(self, worker: Worker, call: tuple[str, bytes], headers: Mapping[str, str],
-                       num_sequences: int) -> Upstream | Unreachable:
-        path, body = call
+    async def _attempt(self, choice: affinity.Choice, request: Request,
+                       headers: Mapping[str, str]) -> Upstream | Unreachable:
+        worker, path = choice.worker, request.path
         # Counted before the first await: the next request's choice, made meanwhile, sees it.
-        self.registry.record_sent(worker.url, num_sequences)
+        sent_at = time.monotonic()
+        self.registry.record_sent(worker.url, request.num_sequences, choice.cost_tokens, sent_at)
         self.metrics.routed.labels(worker=worker.url).inc()
+        answered_at = None
         try:
-            answer = await forward(self.session, worker.url, body, headers,
+            answer = await forward(self.session, worker.url, request.body, headers,
                                    self.config.request_timeout_s, path)
+            answered_at = time.monotonic() if answer.status == 200 else None
         except Unreachable as error:
             self.registry.record_failure(worker.url, f"{path} unreachable: {error}")
             return error
@@ -151,7 +175,9 @@ class Router:
         except TimeoutError:
             return error_reply(504, f"{worker.url} did not answer within {self.config.request_timeout_s} s")
         finally:
-            self.registry.record_done(worker.url)
+            self.registry.record_done(worker.url, choice.cost_tokens, answered_at)
+        if answered_at is not None:
+            self._learn(choice, request, answer, answered_at - sent_at)
         if answer.draining:
             self.registry.record_draining(worker.url)
         if answer.status == 401 and self.config.api_key is not None:
@@ -160,6 +186,14 @@ class Router:
             self.registry.record_key(worker.url, False)
             return Unreachable("unauthorized", f"{worker.url} rejects the gateway's API key (401)")
         return answer
+
+    def _learn(self, choice: affinity.Choice, request: Request, answer: Upstream, took_s: float) -> None:
+        """An answered request: how far its predicted finish was off, and (text) the characters
+        per token its worker counted."""
+        if self.config.policy == "cache_aware" and choice.finish_s > 0:
+            self.metrics.finish_estimate.observe(took_s / choice.finish_s)
+        if request.shape.is_text:
+            self.text_ratio.learn(request.shape, prompt_tokens(answer.body))
 
     def _none_left(self, tried: set[str], outcome: Unreachable) -> Upstream:
         return error_reply(503, f"no worker answered and none other is ready (tried {len(tried)}; "

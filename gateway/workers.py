@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gateway.finish import decayed, rate_of
+
 
 class WorkerState(StrEnum):
     """A worker's one state: the transition log's word, the workers gauge's label, /ready's reason."""
@@ -45,6 +47,15 @@ class Worker:
     key_accepted: bool | None = None  # whether it takes the gateway's API key (None: unknown)
     loading: bool = False        # its last answer said its model is still loading (no work)
     requests_in_flight: int = 0  # requests this gateway sent it and has not had answered (or failed)
+    tokens_in_flight: float = 0.0  # their tokens as the worker computes them (finish.Size.cost)
+    busy_since: float = 0.0      # since when it has had requests of ours in flight, or last answered one
+    answered_tokens: float = 0.0  # decayed sums (finish.decayed) of the tokens of its answers ...
+    busy_s: float = 0.0          # ... and of the seconds it was busy with ours until each
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per second while busy with this gateway's requests; None before an answer."""
+        return rate_of(self.answered_tokens, self.busy_s)
 
     @property
     def num_in_flight(self) -> int:
@@ -178,19 +189,33 @@ class WorkerRegistry:
         self._changed(url)
         return True
 
-    def record_sent(self, url: str, num_sequences: int) -> None:
-        """A request of `num_sequences` goes out to `url`: in flight until record_done."""
+    def record_sent(self, url: str, num_sequences: int, tokens: float = 0.0, now: float = 0.0) -> None:
+        """A request of `num_sequences` (`tokens` to compute) goes out to `url` at `now`: in
+        flight until record_done."""
         worker = self._workers.get(url)
         if worker is not None:
+            if worker.requests_in_flight == 0:  # idle until now: its busy time starts
+                worker.busy_since = now
             worker.num_sent += num_sequences
             worker.requests_in_flight += 1
+            worker.tokens_in_flight += tokens
 
-    def record_done(self, url: str) -> None:
-        """A request sent to `url` ended: answered, failed or timed out. A worker that left and
-        came back meanwhile is a new record: its count never goes below 0."""
+    def record_done(self, url: str, tokens: float = 0.0, answered_at: float | None = None) -> None:
+        """A request sent to `url` (of `tokens`) ended: answered at `answered_at` (its tokens
+        and the busy time since the last answer teach the worker's rate), or failed or timed out
+        (None: no lesson). A worker that left and came back meanwhile is a new record: its counts
+        never go below 0."""
         worker = self._workers.get(url)
-        if worker is not None and worker.requests_in_flight > 0:
-            worker.requests_in_flight -= 1
+        if worker is None or worker.requests_in_flight <= 0:
+            return
+        worker.requests_in_flight -= 1
+        worker.tokens_in_flight = max(worker.tokens_in_flight - tokens, 0.0)
+        if answered_at is not None:
+            # NOTE: busy time, not the request's latency: concurrent requests share the worker,
+            # and one that waited behind others did not take it all that time.
+            worker.answered_tokens = decayed(worker.answered_tokens, tokens)
+            worker.busy_s = decayed(worker.busy_s, max(answered_at - worker.busy_since, 0.0))
+            worker.busy_since = answered_at
 
     def fresh(self, now: float) -> list[Worker]:
         return [w for w in self._workers.values()
@@ -204,6 +229,10 @@ class WorkerRegistry:
         counts = Counter(self.state(url, now) for url in self._workers)
         counts[WorkerState.GONE] = len(self._gone)
         return {state.value: counts[state] for state in WorkerState}
+
+    def all(self) -> list[Worker]:
+        """The workers in rotation, live records (read only: the metrics' gauges)."""
+        return list(self._workers.values())
 
     def loads(self) -> dict[str, int]:
         return {url: w.load for url, w in self._workers.items()}

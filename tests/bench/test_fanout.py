@@ -8,7 +8,16 @@ import asyncio
 import contextlib
 import threading
 
-from bench.fanout import fleet_runs, fleet_server_args, format_table, hot_run, ratios, single_runs
+from bench.fanout import (
+    fleet_runs,
+    fleet_server_args,
+    format_table,
+    hot_runs,
+    p99_ratios,
+    ratios,
+    single_runs,
+    worker_rates,
+)
 from bench.fanout_workload import (
     FanOut,
     distinct_bodies,
@@ -18,6 +27,7 @@ from bench.fanout_workload import (
     query_hit_share,
     query_tokens,
     repeated_query_tokens,
+    sized_bodies,
 )
 from bench.server_process import start_server
 from server.sequence import RunResult, requests_of
@@ -69,6 +79,14 @@ def test_distinct_and_mixed_bodies_keep_the_token_counts():
     assert len({b.query for b in mixed[1::2]}) == 4                     # the other half distinct
 
 
+def test_sized_bodies_are_the_fan_out_with_1_to_max_items_a_request():
+    sized, fanned = sized_bodies(TINY, seed=1, max_items=8), fanout_bodies(TINY, seed=1)
+    assert [b.query for b in sized] == [b.query for b in fanned]  # the same queries, in order
+    counts = [len(b.items) for b in sized]
+    assert all(1 <= n <= 8 for n in counts) and len(set(counts)) > 1
+    assert sized == sized_bodies(TINY, seed=1, max_items=8)       # seeded
+
+
 def test_query_hit_share_from_the_computed_tokens():
     bodies = fanout_bodies(TINY, seed=1)
     every_query_once = item_tokens(bodies) + 3 * 30
@@ -99,20 +117,32 @@ def test_fleet_runs_compare_the_policies_over_three_servers():
             for policy in ("cache_aware", "power_of_two")}
         for gateway in gateways.values():
             gateway.wait_ready(timeout_s=30, path="/ready")
-        runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, servers, TINY, 1))
-        hot = asyncio.run(hot_run(gateways["cache_aware"].url, servers, TINY, 48))
+        runs = asyncio.run(fleet_runs({p: g.url for p, g in gateways.items()}, servers, TINY, 1,
+                                      ["fan-out", "mixed", "sizes"], 5))
+        rates = worker_rates(gateways["cache_aware"].url)
+        hot, one, one_again, hot_again = asyncio.run(hot_runs(gateways["cache_aware"].url, servers,
+                                                              FanOut(1, 24, 3, 30, 5), rounds=2))
+    assert len(rates.split("/")) == 3 and all(float(rate) > 0 for rate in rates.split("/"))
     assert [r.name for r in runs] == ["cache_aware fan-out, round 1", "power_of_two fan-out, round 1",
-                                      "cache_aware mixed, round 1", "power_of_two mixed, round 1"]
+                                      "cache_aware mixed, round 1", "power_of_two mixed, round 1",
+                                      "cache_aware sizes, round 1", "power_of_two sizes, round 1"]
     assert all(r.num_failed == 0 and r.hit_share is not None for r in runs)
     cache_aware = runs[0]
-    assert cache_aware.hit_share == 1.0  # 4 requests a query: never past 32 in flight
+    # all 12 sent before any answer (every worker at the default rate): 4 requests of 45 tokens a
+    # query never queue past a copy's 30 + 3 x 30 charge
+    assert cache_aware.hit_share == 1.0
     assert cache_aware.affinity == {"new": 3, "hit": 9}
+    assert len(p99_ratios(runs, "cache_aware", "power_of_two")) == 3
     assert abs(sum(cache_aware.worker_shares.values()) - 1) < 1e-9  # workers that got none: absent
     assert "spill" not in runs[1].affinity and runs[1].affinity == {}  # power_of_two counts none
     # the hot query's spread needs requests that pile up (tests/gateway/test_cache_aware_e2e.py);
     # these cost nothing, so only the counting is checked here
-    assert hot.name == "cache_aware hot query x48" and hot.num_ok == 48
-    assert sum(hot.affinity.values()) == 48
+    assert hot.name == "cache_aware hot query x24, round 1" and hot.num_ok == 24
+    assert sum(hot.affinity.values()) == 24
+    assert one.name == "one worker hot query x24, round 1" and one.num_ok == 24 and one.hit_share == 1.0
+    # round 2 alternates: the single worker first
+    assert (one_again.name, hot_again.name) == ("one worker hot query x24, round 2",
+                                                "cache_aware hot query x24, round 2")
 
 
 def test_the_fleets_servers_split_the_machines_cpus_unless_told():

@@ -1,25 +1,27 @@
-"""gateway.affinity: the query key, the balance rule, the pure choice (tables of fresh workers,
-holders and loads -> worker and outcome) and the bounded query -> workers map."""
-import random
+"""gateway.affinity: the query key, the choice over Worker records (tokens in flight, measured
+rates, holders -> worker, outcome and prediction; the estimate itself: test_finish.py) and the
+bounded query -> workers map."""
 from collections import Counter
 
 import pytest
 
-from gateway.affinity import Balance, QueryHolders, choose, fewest, query_key, rank
+from gateway.affinity import QueryHolders, choose, query_key, rank
+from gateway.finish import Size
 from gateway.workers import Worker
 
 KEY = query_key({"query": "a long user history", "items": ["x"]})
+FAN_OUT = Size(2000, 16 * 50)  # the issue's fan-out request: 2,000-token query, 16 items of 50
+HOT = Size(1500, 12 * 40)      # the issue's hot query
 
 
 def workers(*loads: int) -> list[Worker]:
-    """Workers whose polled load is `loads` (what unkeyed requests go by)."""
+    """Workers w0, w1, ... whose polled load is `loads` (not what cache_aware goes by)."""
     return [Worker(f"http://w{i}", num_reqs=load) for i, load in enumerate(loads)]
 
 
-def in_flight(*counts: int) -> list[Worker]:
-    """Workers w0, w1, ... with `counts` requests this gateway has in flight to each (what keyed
-    requests go by)."""
-    return [Worker(f"http://w{i}", requests_in_flight=count) for i, count in enumerate(counts)]
+def in_flight(*tokens: float) -> list[Worker]:
+    """Workers w0, w1, ... with `tokens` this gateway has in flight to each (what choices go by)."""
+    return [Worker(f"http://w{i}", tokens_in_flight=count) for i, count in enumerate(tokens)]
 
 
 def home(key: str, pool: list[Worker]) -> Worker:
@@ -27,13 +29,13 @@ def home(key: str, pool: list[Worker]) -> Worker:
     return max(pool, key=lambda w: rank(key, w.url))
 
 
-def burst(key: str, num_requests: int, pool: list[Worker], holders: QueryHolders,
-          rng: random.Random) -> None:
+def burst(key: str, num_requests: int, pool: list[Worker], holders: QueryHolders, size: Size) -> None:
     """`num_requests` with query `key` routed one after another, none answered yet, with the
-    Router's bookkeeping of each choice: the worker now holds the query and has it in flight."""
+    Router's bookkeeping of each choice: the worker now holds the query and has its tokens in flight."""
     for _ in range(num_requests):
-        choice = choose(key, holders.get(key), pool, Balance(), rng)
+        choice = choose(key, holders.get(key), pool, size)
         holders.add(key, choice.worker.url)
+        choice.worker.tokens_in_flight += choice.cost_tokens
         choice.worker.requests_in_flight += 1
 
 
@@ -57,103 +59,101 @@ def test_query_key_is_the_query_as_sent():
     assert query_key({"query": "[1,2]"}) != query_key({"query": [1, 2]})  # text vs ids: two queries
 
 
-@pytest.mark.parametrize("load, min_load, overloaded", [
-    (32, 0, False),   # exactly abs: not beyond it
-    (33, 0, True),
-    (100, 67, False),  # 33 more, but not 1.5x (100.5)
-    (110, 70, True),   # 40 more and past 1.5x (105)
-    (200, 160, False),  # 1.25x
-], ids=["at-abs", "past-abs", "abs-not-rel", "both", "rel-not-abs"])
-def test_balance_needs_both_thresholds(load, min_load, overloaded):
-    assert Balance(32, 1.5).is_overloaded(load, min_load) is overloaded
-
-
 def test_choose_without_workers_is_none():
-    assert choose(KEY, (), [], Balance(), random.Random(0)).worker is None
+    assert choose(KEY, (), [], HOT).worker is None
 
 
-@pytest.mark.parametrize("counts, holders, url, outcome", [
+@pytest.mark.parametrize("tokens, holders, url, outcome", [
     ((0, 0, 0), ("http://w1",), "http://w1", "hit"),
-    ((5, 32, 0), ("http://w1",), "http://w1", "hit"),                 # 32 over the fewest: within 32
-    ((5, 20, 0), ("http://w1", "http://w2"), "http://w2", "hit"),     # the holder with fewer
-    ((0, 0, 0), ("http://gone",), None, "new"),                       # holder out of rotation: home
-    ((4, 0, 4), (), "http://w1", "new"),                              # never seen: the fewest
-    ((3, 40, 1), ("http://w1",), "http://w2", "spill"),               # 40 > 32 + 1 and > 1.5: fewest
-], ids=["idle", "within-thresholds", "fewer-holder", "holder-not-fresh", "new-to-the-fewest",
-        "spill-to-the-fewest"])
-def test_choose_when(counts, holders, url, outcome):
-    pool = in_flight(*counts)
-    choice = choose(KEY, holders, pool, Balance(32, 1.5), random.Random(0))
+    ((0, 6000, 0), ("http://w1",), "http://w1", "hit"),              # 6,480 <= 1,980 + 4,500 charge
+    ((0, 7000, 100), ("http://w1",), "http://w0", "spill"),          # 7,480 > 6,480: a copy elsewhere
+    ((5000, 2000, 0), ("http://w0", "http://w1"), "http://w1", "hit"),  # the holder done first
+    ((0, 0, 0), ("http://gone",), None, "new"),                      # holder out of rotation: home
+    ((4000, 0, 4000), (), "http://w1", "new"),                       # never seen: the earliest
+], ids=["idle", "short-queue", "long-queue-spills", "earlier-holder", "holder-not-fresh",
+        "new-to-the-earliest"])
+def test_choose_when(tokens, holders, url, outcome):
+    pool = in_flight(*tokens)
+    choice = choose(KEY, holders, pool, HOT)
     assert choice.outcome == outcome
     assert choice.worker.url == (url or home(KEY, pool).url)
 
 
-def test_keyed_choices_go_by_requests_in_flight_not_the_polled_load():
+def test_keyed_choices_go_by_tokens_in_flight_not_the_polled_load():
     pool = workers(500, 0, 0)  # polled: w0 is busy with another gateway's traffic, say
-    pool[0].requests_in_flight = 2
-    choice = choose(KEY, ("http://w0",), pool, Balance(), random.Random(0))
+    pool[0].tokens_in_flight = 2000
+    choice = choose(KEY, ("http://w0",), pool, HOT)
     assert (choice.worker.url, choice.outcome) == ("http://w0", "hit")
 
 
-def test_a_new_query_goes_home_on_an_even_fleet_else_to_the_worker_with_the_fewest():
+def test_a_measured_slow_worker_gets_less():
+    pool = in_flight(0, 0)
+    pool[0].answered_tokens, pool[0].busy_s = 1000.0, 4.0   # 250 tokens/s
+    pool[1].answered_tokens, pool[1].busy_s = 1000.0, 1.0   # 1,000 tokens/s
+    pool[1].tokens_in_flight = 5000                           # 7 s for a new query, against 8 s
+    choice = choose(KEY, (), pool, HOT)
+    assert choice.worker.url == "http://w1" and choice.finish_s == pytest.approx(6980 / 1000)
+
+
+def test_a_new_query_goes_home_on_an_idle_fleet_else_to_the_earliest_finish():
     pool = workers(0, 0, 0)
     target = home(KEY, pool)
-    assert choose(KEY, (), pool, Balance(), random.Random(0)).worker is target
-    target.requests_in_flight = 10
-    busy_home = choose(KEY, (), pool, Balance(), random.Random(0))
+    assert choose(KEY, (), pool, HOT).worker is target
+    target.tokens_in_flight = 10_000
+    busy_home = choose(KEY, (), pool, HOT)
     assert busy_home.outcome == "new" and busy_home.worker is not target  # computed once anyway
 
 
-def test_a_few_new_queries_spread_over_the_workers():
-    # Three fan-outs of 10 arriving one after another (the bench's first 30 requests): rendezvous
-    # alone sent two, or all three, to one worker (half the fleet idle while it worked them off).
+def test_a_few_fan_outs_spread_over_the_workers_one_worker_each():
+    # Three fan-outs of 6 arriving one after another (the start of the issue's closed loop of 18):
+    # each query meets on one worker, and the three workers get one each.
     pool, holders = workers(0, 0, 0), QueryHolders()
-    for query in range(3):
-        burst(query_key({"query": f"user {query}"}), 10, pool, holders, random.Random(0))
-    assert sorted(w.requests_in_flight for w in pool) == [10, 10, 10]
+    keys = [query_key({"query": f"user {query}"}) for query in range(3)]
+    for key in keys:
+        burst(key, 6, pool, holders, FAN_OUT)
+    assert sorted(w.requests_in_flight for w in pool) == [6, 6, 6]
+    assert all(len(holders.get(key)) == 1 for key in keys)
 
 
 def test_spills_of_one_query_meet_on_one_worker():
-    # w0 holds it and is overloaded; w1 and w2 have as few: the query's rendezvous order decides,
+    # w0 holds it with a long queue; w1 and w2 are alike: the query's rendezvous order decides,
     # the same for every spill of this query (a second worker computes it once, not two).
-    pool = in_flight(40, 0, 0)
-    chosen = {choose(KEY, ("http://w0",), pool, Balance(), random.Random(seed)).worker.url
-              for seed in range(20)}
+    chosen = {choose(KEY, ("http://w0",), in_flight(20_000, 0, 0), HOT).worker.url for _ in range(5)}
     assert len(chosen) == 1 and chosen != {"http://w0"}
 
 
-def test_unkeyed_requests_go_by_power_of_two():
-    pool = workers(50, 0)
-    choice = choose(None, ("http://w0",), pool, Balance(), random.Random(0))
+def test_unkeyed_requests_go_by_the_earliest_finish():
+    pool = in_flight(5000, 0)
+    choice = choose(None, ("http://w0",), pool, HOT)
     assert (choice.worker.url, choice.outcome) == ("http://w1", "unkeyed")
 
 
 def test_home_spreads_queries_and_moves_only_the_leavers_queries():
     pool = workers(0, 0, 0, 0)
     keys = [query_key({"query": f"user {i}"}) for i in range(400)]
-    homes = {key: fewest(key, pool).url for key in keys}  # all idle: each query's home
+    homes = {key: choose(key, (), pool, HOT).worker.url for key in keys}  # all idle: each query's home
     assert all(homes[key] == home(key, pool).url for key in keys)
     assert min(Counter(homes.values()).values()) > 60  # ~100 each, not all on one
     remaining = [w for w in pool if w.url != "http://w3"]
-    moved = [key for key in keys if fewest(key, remaining).url != homes[key]]
+    moved = [key for key in keys if choose(key, (), remaining, HOT).worker.url != homes[key]]
     assert moved and all(homes[key] == "http://w3" for key in moved)  # rendezvous: only w3's move
 
 
 def test_a_hot_query_spreads_as_its_requests_pile_up():
-    # 48 concurrent requests with one query (the issue's hot query), none answered yet: each
-    # choice counts its request in flight before the next is made.
+    # The issue's hot query: 24 concurrent requests, none answered yet; each choice counts its
+    # tokens in flight before the next is made. SGLang's count thresholds kept all 24 on one.
     pool, holders = workers(0, 0, 0), QueryHolders()
-    burst(KEY, 48, pool, holders, random.Random(3))
-    # 33 on its home (32 over the fewest, then spill), the other 15 on one second worker: SGLang's
-    # 64 would have kept all 48 on one
-    assert sorted(w.requests_in_flight for w in pool) == [0, 15, 33] and len(holders.get(KEY)) == 2
+    burst(KEY, 24, pool, holders, HOT)
+    counts = sorted(w.requests_in_flight for w in pool)
+    assert len(holders.get(KEY)) >= 2 and counts[-1] < 24
+    assert counts[-1] >= 10  # its home kept the first 10 (their queue cost less than a copy)
 
 
-def test_a_fan_out_of_ten_stays_on_its_worker():
-    # the issue's fan-out: 10 concurrent requests with one query, other workers idle
+def test_a_fan_out_of_six_stays_on_its_worker():
+    # the issue's fan-out: 6 concurrent requests of 16 items with one 2,000-token query
     pool, holders = workers(0, 0, 0), QueryHolders()
-    burst(KEY, 10, pool, holders, random.Random(0))
-    assert sorted(w.requests_in_flight for w in pool) == [0, 0, 10]
+    burst(KEY, 6, pool, holders, FAN_OUT)
+    assert sorted(w.requests_in_flight for w in pool) == [0, 0, 6]
 
 
 def test_holders_remember_each_worker_once_in_order():

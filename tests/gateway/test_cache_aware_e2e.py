@@ -1,15 +1,19 @@
 """`python -m gateway --policy cache_aware` over three real servers (the real app and scheduler
-over a runner that takes a little wall time): a query's requests stay on one worker, a hot query
-spills onto others, and the affinity counters say so. Plus the Router in-process: a worker that
-leaves the rotation takes its queries with it."""
+over a runner that takes a little wall time): a query's requests stay on one worker, the issue's
+fan-out stays home while its hot query (queueing behind its worker costs more than a copy) spills
+onto others, and the affinity counters and the finish estimate's histogram say so. Plus the Router
+in-process: a worker that leaves the rotation takes its queries with it."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 
 from gateway.affinity import query_key
@@ -29,6 +33,7 @@ class PacedRunner(FakeRunner):
     """A forward takes `delay_s` of wall time, so concurrent requests pile up as load."""
 
     delay_s: float = 0.02
+    max_context_tokens: int = 2100  # the issue's 2,000-token queries
 
     def run(self, sequences):
         time.sleep(self.delay_s)
@@ -42,7 +47,10 @@ def body(query: list[int], num_items: int = 2) -> dict:
 @contextlib.contextmanager
 def fleet(tmp_path, *flags: str, delay_s: float = 0.02):
     with contextlib.ExitStack() as stack:
-        urls = [stack.enter_context(serving(PacedRunner(delay_s=delay_s)))[0] for _ in range(3)]
+        # a forward takes every waiting sequence (the issue's bursts are ~200,000 tokens): the test
+        # pays a few forwards' delay, not one per handful of 2,000-token sequences
+        urls = [stack.enter_context(serving(PacedRunner(delay_s=delay_s), max_prefill_tokens=1 << 20,
+                                            max_total_tokens=1 << 20))[0] for _ in range(3)]
         # The servers share this process with the client's threads: a burst can hold up their
         # /get_load answers past the default 0.5 s, and the gateway rightly passes over a worker
         # that late (a second "new" instead of a hit or a spill). These tests are about choices
@@ -78,19 +86,36 @@ def test_each_query_stays_on_one_worker_and_counts_hits(tmp_path):
         assert sample(gateway, f"{G}_affinity_total", outcome="unkeyed") == 1
 
 
-def test_a_hot_query_of_48_concurrent_requests_is_served_by_several_workers(tmp_path):
-    # forwards of 0.5 s: all 48 are sent before the first is answered, even on a busy machine
+def burst(client: httpx.Client, bodies: list[dict]) -> None:
+    """All `bodies` at once (a thread each), every answer a 200."""
+    with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+        answers = list(pool.map(lambda b: client.post("/v1/score", json=b), bodies))
+    assert [a.status_code for a in answers] == [200] * len(bodies)
+
+
+def test_the_issues_fan_out_stays_home_and_its_hot_query_spills(tmp_path):
+    # forwards of 0.5 s: a burst is sent before its first request is answered, even on a busy machine
     with fleet(tmp_path, delay_s=0.5) as (gateway, urls), \
             httpx.Client(base_url=gateway, timeout=60) as client:
-        with ThreadPoolExecutor(max_workers=48) as pool:
-            answers = list(pool.map(lambda _: client.post("/v1/score", json=body([42] * 50, 20)),
-                                    range(48)))
-        assert [a.status_code for a in answers] == [200] * 48
-        served = [url for url, count in routed(gateway, urls).items() if count > 0]
-        assert len(served) >= 2  # 33 in flight on the first worker: past 32 over the fewest
+        # six concurrent requests of 16 x 50-token items with one 2,000-token query: 6,800 tokens
+        # in flight on its worker cost less than computing the query again elsewhere
+        burst(client, [{**body([3] * 2000), "items": [[4] * 50] * 16} for _ in range(6)])
+        assert len([url for url, n in routed(gateway, urls).items() if n > 0]) == 1
+        before = routed(gateway, urls)
+        # the hot query: 24 concurrent requests of 12 x 40-token items, a 1,500-token query. Its
+        # worker's queue passes 1,500 + 3 x 1,500 (the charge) after 10 requests: then a copy
+        # elsewhere finishes sooner. The count thresholds kept all 24 on one worker.
+        burst(client, [{**body([42] * 1500), "items": [[5] * 40] * 12} for _ in range(24)])
+        served = [url for url in urls if routed(gateway, urls)[url] > before[url]]
+        assert len(served) >= 2
         assert sample(gateway, f"{G}_affinity_total", outcome="spill") >= 1
         outcomes = sum(sample(gateway, f"{G}_affinity_total", outcome=o) for o in ("new", "hit", "spill"))
-        assert outcomes == 48
+        assert outcomes == 30
+        # every answer's observed time against its prediction, once each
+        assert sample(gateway, f"{G}_finish_estimate_ratio_count") == 30
+        # all answered: nothing left in flight, and each worker that served has a measured rate
+        assert [sample(gateway, f"{G}_worker_tokens_in_flight", worker=url) for url in urls] == [0, 0, 0]
+        assert all(sample(gateway, f"{G}_worker_rate_tokens_per_second", worker=url) > 0 for url in served)
 
 
 def cache_aware_router(urls: list[str]) -> tuple[Router, WorkerRegistry, GatewayMetrics]:
@@ -150,3 +175,24 @@ def test_a_worker_that_restarts_in_place_takes_its_queries():
     assert len(router.holders) == 0
     router.choose(key=keys[0])
     assert metrics.affinity.labels(outcome="new")._value.get() == len(keys) + 1  # never a cold hit
+
+
+def test_a_text_request_teaches_the_characters_per_token_and_the_workers_rate():
+    # The test runner's tokenizer makes a token of each character: after one answered text request
+    # the gateway's ratio is the worker's own count, ~1 character a token (the default guess: 4).
+    text = {"query": "a user's long history " * 20, "items": ["candidate one", "candidate two"],
+            "label_token_ids": [7, 8]}
+
+    async def main(url):
+        async with aiohttp.ClientSession() as session:
+            router, registry, metrics = cache_aware_router([url])
+            router.session = session
+            answer = await router.route(json.dumps(text).encode(), {"content-type": "application/json"})
+            return answer, router, registry.get(url), metrics
+
+    with serving(PacedRunner()) as (url, _):
+        answer, router, worker, metrics = asyncio.run(main(url))
+    assert answer.status == 200
+    assert 0.8 < router.text_ratio.chars_per_token < 1.25
+    assert worker.tokens_in_flight == 0 and worker.rate is not None and worker.rate > 0
+    assert metrics.finish_estimate._sum.get() > 0  # one observation: its observed / predicted

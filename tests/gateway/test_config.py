@@ -1,7 +1,7 @@
 """gateway.config: flags -> GatewayConfig; a bad flag exits 2 with a message."""
 import pytest
 
-from gateway.config import GatewayConfig, parse_args
+from gateway.config import GatewayConfig, build_parser, parse_args
 from scoringfleet_contract.facts import API_KEY_ENV
 
 
@@ -13,14 +13,20 @@ def test_defaults_follow_the_contract():
     assert (config.max_waiting_requests, config.request_timeout_s) == (1024, 120.0)
 
 
-def test_cache_aware_flags_and_sglangs_defaults():
+def test_cache_aware_flags():
     config, _ = parse_args(["--worker-urls", "http://a:1", "--policy", "cache_aware"])
-    assert (config.policy, config.balance_abs_threshold, config.balance_rel_threshold) == \
-        ("cache_aware", 32, 1.5)  # requests in flight (SGLang: 64, too many for a 48-request hot query)
-    config, _ = parse_args(["--worker-urls", "http://a:1", "--balance-abs-threshold", "8",
-                            "--balance-rel-threshold", "1.2", "--max-tracked-queries", "100"])
-    assert (config.balance_abs_threshold, config.balance_rel_threshold,
-            config.max_tracked_queries) == (8, 1.2, 100)
+    assert (config.policy, config.recompute_charge) == ("cache_aware", 3.0)
+    config, _ = parse_args(["--worker-urls", "http://a:1", "--recompute-charge", "0",
+                            "--max-tracked-queries", "100"])
+    assert (config.recompute_charge, config.max_tracked_queries) == (0.0, 100)
+
+
+def test_the_old_balance_thresholds_are_accepted_and_not_used():
+    # A command line of the count-threshold version still starts (any value); routing ignores them.
+    config, _ = parse_args(["--worker-urls", "http://a:1", "--policy", "cache_aware",
+                            "--balance-abs-threshold", "-1", "--balance-rel-threshold", "0.5"])
+    assert config.policy == "cache_aware"
+    assert "not used" in build_parser().format_help()
 
 
 def test_fleet_discovery_flags():
@@ -37,11 +43,11 @@ def test_fleet_discovery_flags():
     (["--worker-urls", "http://a:1", "--max-waiting-requests", "-1"], "must be >= 0"),
     (["--worker-urls", "http://a:1", "--port", "0"], "--port must be in 1..65535"),
     (["--worker-urls", "http://a:1", "--policy", "random"], "invalid choice"),
-    (["--worker-urls", "http://a:1", "--balance-rel-threshold", "0.5"], "--balance-rel-threshold >= 1"),
-    (["--worker-urls", "http://a:1", "--balance-abs-threshold", "-1"], "--balance-abs-threshold must"),
+    (["--worker-urls", "http://a:1", "--recompute-charge", "-1"], "--recompute-charge must be >= 0"),
+    (["--worker-urls", "http://a:1", "--recompute-charge", "nan"], "--recompute-charge must be >= 0"),
     (["--worker-urls", "http://a:1", "--max-tracked-queries", "0"], "--max-tracked-queries must be >= 1"),
 ], ids=["no-workers", "both", "no-scheme", "interval", "timeout", "waiting", "port", "policy",
-        "balance-rel", "balance-abs", "tracked-queries"])
+        "charge-negative", "charge-nan", "tracked-queries"])
 def test_bad_flag_exits_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exited:
         parse_args(argv)

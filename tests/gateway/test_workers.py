@@ -46,6 +46,25 @@ def test_requests_are_in_flight_from_sent_to_done_and_a_returning_worker_starts_
     assert reg.get(A).requests_in_flight == 0
 
 
+def test_tokens_are_in_flight_until_done_and_answers_teach_the_rate_by_busy_time():
+    reg = registry(A)
+    assert reg.get(A).rate is None                      # never answered: the fleet's median
+    reg.record_sent(A, 16, tokens=2800, now=10.0)        # idle until now: busy from 10.0
+    reg.record_sent(A, 16, tokens=800, now=10.5)
+    assert reg.get(A).tokens_in_flight == 3600
+    reg.record_done(A, tokens=2800, answered_at=11.4)    # 2,800 tokens in 1.4 s busy
+    assert reg.get(A).rate == pytest.approx(2000)
+    # The second waited behind the first: its 0.9 s since the last answer are its busy time, not
+    # its 1.3 s latency. Decayed: (0.9 x 2,800 + 800) / (0.9 x 1.4 + 0.9)
+    reg.record_done(A, tokens=800, answered_at=12.3)
+    assert reg.get(A).rate == pytest.approx((0.9 * 2800 + 800) / (0.9 * 1.4 + 0.9))
+    assert reg.get(A).tokens_in_flight == 0
+    reg.record_sent(A, 1, tokens=100, now=50.0)          # idle 12.3-50: not busy time
+    reg.record_done(A, tokens=100)                        # failed or timed out: no lesson
+    assert reg.get(A).rate == pytest.approx((0.9 * 2800 + 800) / (0.9 * 1.4 + 0.9))
+    assert (reg.get(A).tokens_in_flight, reg.get(A).requests_in_flight) == (0, 0)
+
+
 def test_a_failure_takes_a_worker_out_until_a_poll_answers():
     reg = registry(A, B)
     for url in (A, B):
