@@ -17,7 +17,7 @@ from typing import Callable
 from server.classifier_support import activation_of, is_encoder, labels_of
 from server.errors import BadRequest
 from server.inputs import InputLimits, check_encodable, check_length
-from server.rerank import check_request, texts_of
+from server.rerank import Reranker, check_request, texts_of
 from server.rerank_schemas import RerankRequest
 from server.schemas import ScoreRequest
 from server.special_tokens import PairTokens, SpecialTokens, pair_tokens_of
@@ -29,6 +29,17 @@ TEMPLATE_ROUTES = (*LM_ROUTES, "/v1/rerank", "/v2/rerank")
 CLASSIFY_ROUTES = ("/classify", "/v1/classify")
 RERANKER_ROUTES = ("/v1/rerank", "/v2/rerank", "/rerank", "/score and /v1/score (vLLM's shapes: "
                    "text_1/text_2, queries/documents)", *CLASSIFY_ROUTES)
+
+
+def check_texts(field: str, texts: list[str], limits: InputLimits) -> None:
+    """At least one text, at most max_items_per_request, each encodable; BadRequest naming `field`."""
+    if not texts:
+        raise BadRequest(f"{field}: must hold at least one text")
+    if len(texts) > limits.max_items_per_request:
+        raise BadRequest(f"{field}: {len(texts)} texts exceed max_items_per_request="
+                         f"{limits.max_items_per_request}")
+    for index, text in enumerate(texts):
+        check_encodable(f"{field}[{index}]", text)
 
 
 @dataclass(frozen=True)
@@ -71,10 +82,11 @@ class Classifier:
 
     def pair_request(self, query: str, documents: list[str], tokenize: Tokenize, limits: InputLimits,
                      max_tokens_per_doc: int | None = None, fit: bool = False,
-                     raw: bool = False) -> ScoreRequest:
+                     raw: bool = False, field: str = "documents") -> ScoreRequest:
         """One query against its documents; BadRequest naming the document that does not fit.
         max_tokens_per_doc: cut each document to its first that many tokens; fit: cut each to
-        what the context leaves (TEI's truncate). raw: logits, not the activation's scores."""
+        what the context leaves (TEI's truncate). raw: logits, not the activation's scores.
+        `field`: the documents' name in a 400 (TEI's are `texts`)."""
         head = [*self.pair.before, *tokenize(query), *self.pair.middle]
         room = min(limits.max_context_tokens, limits.max_sequence_tokens) - len(head) - len(self.pair.after)
         items = []
@@ -83,7 +95,7 @@ class Classifier:
             if fit:
                 ids = ids[:max(room, 0)]
             own = [*ids, *self.pair.after]
-            check_length(f"documents[{index}]", len(head) + len(own), limits, " (query and document)",
+            check_length(f"{field}[{index}]", len(head) + len(own), limits, " (query and document)",
                          "; send max_tokens_per_doc (truncate) to cut documents" if not fit else "")
             items.append(own)
         return ScoreRequest(query=head, items=items, label_token_ids=[0], apply_softmax=not raw)
@@ -91,14 +103,9 @@ class Classifier:
     def classify_request(self, texts: list[str], tokenize: Tokenize, limits: InputLimits,
                          special: SpecialTokens) -> ScoreRequest:
         """Each text one item (no shared query); every class's score after the activation."""
-        if not texts:
-            raise BadRequest("input: must hold at least one text")
-        if len(texts) > limits.max_items_per_request:
-            raise BadRequest(f"input: {len(texts)} texts exceed max_items_per_request="
-                             f"{limits.max_items_per_request}")
+        check_texts("input", texts, limits)
         items = []
         for index, text in enumerate(texts):
-            check_encodable(f"input[{index}]", text)
             ids = [*special.before, *tokenize(text), *special.after]
             check_length(f"input[{index}]", len(ids), limits)
             items.append(ids)
@@ -108,3 +115,22 @@ class Classifier:
     def label_of(self, probs: list[float]) -> str:
         """The most probable class's name (vLLM's and SGLang's `label`)."""
         return self.labels[max(range(len(probs)), key=probs.__getitem__)]
+
+
+def routes_of(head: Reranker | Classifier | None) -> tuple[str, ...]:
+    """The scoring routes a server serves, by its model's head (a 400 for any other names them)."""
+    if isinstance(head, Classifier):
+        return head.routes
+    return LM_ROUTES if head is None else TEMPLATE_ROUTES
+
+
+def kind_of(head: Reranker | Classifier | None) -> str:
+    if isinstance(head, Classifier):
+        labels = "one label" if head.is_reranker else f"{len(head.labels)} labels"
+        return f"a {head.to_dict()['kind']} with {labels}"
+    return "a causal LM" + ("" if head is None else f" with the rerank template {head.template.name}")
+
+
+def refusal(path: str, head: Reranker | Classifier | None) -> BadRequest:
+    return BadRequest(f"{path} is not served for this model ({kind_of(head)}); it serves "
+                      f"{'; '.join(routes_of(head))}")

@@ -32,7 +32,8 @@ def api_schema(base_url):
 
 
 @pytest.mark.parametrize("path, method", [
-    ("/v1/score", "POST"), ("/v1/rerank", "POST"), ("/v2/rerank", "POST"), ("/get_load", "GET"),
+    ("/v1/score", "POST"), ("/v1/rerank", "POST"), ("/v2/rerank", "POST"), ("/rerank", "POST"),
+    ("/score", "POST"), ("/classify", "POST"), ("/get_load", "GET"),
     ("/metrics", "GET"), ("/health", "GET"),
     ("/health_generate", "GET"), ("/v1/models", "GET"), ("/get_server_info", "GET"),
     ("/freeze_gc", "POST"), ("/freeze_gc", "GET"),
