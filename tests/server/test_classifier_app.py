@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 from server.__main__ import build_reranker, build_runner
 from server.config import ServerConfig
 from server.engine import Engine
+from tests.gateway.support import gateway_process, sample, wait_until
 from tests.server.classifiers import build_classifier
 from tests.server.support import FakeRunner, free_port, live_server, serving
 
@@ -178,3 +179,26 @@ def test_a_causal_lm_refuses_the_classifier_routes_naming_its_own(path, body):
     message = response.json()["message"]
     assert message.startswith(path) and "is not served for this model (a causal LM)" in message
     assert "it serves /v1/score (SGLang's shape" in message
+
+
+def test_the_gateway_routes_the_classifier_routes(served, tmp_path):
+    """Through `python -m gateway`: TEI's /rerank, vLLM's /score shapes and /classify answer as the
+    worker does (the gateway forwards the body unchanged to the same path)."""
+    if served.family != "xlm-roberta":
+        pytest.skip("one family is enough for the routing")
+    bodies = [("/rerank", {"query": QUERY, "texts": DOCUMENTS}),
+              ("/score", {"text_1": QUERY, "text_2": DOCUMENTS}),
+              ("/v1/score", {"queries": QUERY, "documents": DOCUMENTS}),
+              ("/classify", {"input": DOCUMENTS})]
+    with gateway_process("--worker-urls", served.url, "--api-key", KEY, log_path=tmp_path / "gw.log") as gateway:
+        wait_until(lambda: sample(gateway, "scoringfleet_gateway_workers", state="ready") == 1)
+        through = [httpx.post(f"{gateway}{path}", json=body, headers=AUTH, timeout=60) for path, body in bodies]
+    for (path, body), response in zip(bodies, through):
+        assert response.status_code == 200, (path, response.text)
+        direct = post(served, path, body).json()
+        mine, theirs = response.json(), direct
+        if isinstance(mine, dict):
+            mine, theirs = mine["data"], theirs["data"]
+        assert [{k: v for k, v in row.items() if k != "score"} for row in mine] == \
+               [{k: v for k, v in row.items() if k != "score"} for row in theirs]
+        assert [row.get("score") for row in mine] == pytest.approx([row.get("score") for row in theirs], abs=1e-6)
