@@ -13,11 +13,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from bench.classifier_models import build_classifier
 from server.__main__ import build_reranker, build_runner
 from server.config import ServerConfig
 from server.engine import Engine
 from tests.gateway.support import gateway_process, sample, wait_until
-from tests.server.classifiers import build_classifier
 from tests.server.support import FakeRunner, free_port, live_server, serving
 
 TOLERANCE = 1e-5

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from bench.classifier_models import DECODERS, ENCODERS, build_classifier
 from server.__main__ import build_reranker, build_runner
 from server.classifier import Classifier
 from server.config import ServerConfig
@@ -17,7 +18,6 @@ from server.inputs import InputLimits, prepare
 from server.model_loader import ModelLoadError, load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request
-from tests.server.classifiers import DECODERS, ENCODERS, build_classifier
 
 TOLERANCE = 1e-5
 QUERY = "What is the capital of California?"
