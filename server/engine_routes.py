@@ -30,6 +30,7 @@ from server.engine_shapes import (
 )
 from server.errors import BadRequest
 from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
+from server.inputs import check_encodable
 from server.schemas import ScoreRequest
 
 # /v1/score's body: SGLang's shape, or vLLM's when it has one of vLLM's keys (engine_shapes).
@@ -55,7 +56,7 @@ def add_engine_routes(app: FastAPI, config: ServerConfig, engine: Engine, head_o
         """TEI's rerank: ranks best first; raw_scores, return_text, truncate."""
         head = reranker_head("/rerank", head_of())
         check_texts("texts", body.texts, engine.input_limits)
-        check_texts("query", [body.query], engine.input_limits)
+        check_encodable("query", body.query)
         scoring = head.pair_request(body.query, body.texts, engine.runner.tokenize, engine.input_limits,
                                     fit=bool(body.truncate), raw=body.raw_scores, field="texts")
         result = await cancel_on_disconnect(engine.score(scoring), request)
