@@ -73,9 +73,13 @@ def measure_family(family: str, folder: Path, docs: list[str], args, dtype: str)
         served, plain = served_scores(client, server.url, query, docs), plain_scores(model, tokenizer, query, docs)
         elapsed = {"server": 0.0, "plain": 0.0}
         for _ in range(args.rounds):
+            # NOTE: after a forward its process's OpenMP threads spin-wait a while; on a machine
+            # with few cores they would take them from the other process's path timed next.
+            time.sleep(args.pause_s)
             started = time.perf_counter()
             served_scores(client, server.url, query, docs)
             elapsed["server"] += time.perf_counter() - started
+            time.sleep(args.pause_s)
             started = time.perf_counter()
             plain_scores(model, tokenizer, query, docs)
             elapsed["plain"] += time.perf_counter() - started
@@ -105,6 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dtype", choices=["auto", "float32", "bfloat16"], default="auto",
                         help="both paths' dtype (auto: the server's choice for this CPU)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads in-process and in the server")
+    parser.add_argument("--pause-s", type=float, default=0.5,
+                        help="idle seconds before each timed call (the other process's threads stop spinning)")
     parser.add_argument("--tiny", action="store_true", help="the tests' tiny models (checks the bench, not speed)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
