@@ -21,7 +21,6 @@ from server.heads import class_scores
 from server.sequence import RunResult, Sequence
 from server.special_tokens import pair_tokens_of, special_tokens_of
 
-
 # Every forward pays each layer's per-op costs (and, on a shared CPU, its threads' barriers) again:
 # a 20-document rerank of a MiniLM-L12-shaped BERT in bfloat16 took 8 forwards at 5 % padding, and
 # ran about 10 % slower (one thread, the best of 4) than in the 2 forwards it takes at 16 %
