@@ -97,6 +97,7 @@ test-unit: $(STAMP) lint
 
 bench: $(STAMP)
 	$(PY) -m bench.compare $(ARGS)
+	$(PY) -m bench.cross_encoder
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache

@@ -44,7 +44,7 @@ def phases_s(runner, body: ScoreBody) -> tuple[float, float, float]:
         t1 = time.perf_counter()
         runner._batch_cache(request.sequences)
         t2 = time.perf_counter()
-        runner._last_token_logits(request.sequences)
+        runner._last_token_states(request.sequences)
         t3 = time.perf_counter()
     runner.keep_only(())
     return t1 - t0, t2 - t1, t3 - t2

@@ -1,6 +1,7 @@
 """create_app(config): the gateway's HTTP surface (aiohttp.web) and what it starts and stops.
 
-Routes: POST /v1/score, /v1/rerank and /v2/rerank (the door's checks, then the Router), /health
+Routes: POST /v1/score, /v1/rerank, /v2/rerank, /rerank, /score, /classify and /v1/classify (the
+door's checks, then the Router), /health
 (process up), /ready and /health_generate (at least one usable worker), /metrics, /v1/models and
 /get_server_info (a ready worker's answer, model_info.py). Every error is the gateway's JSON body
 and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
@@ -42,7 +43,9 @@ from gateway.workers import WorkerRegistry, WorkerState
 from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
 ROUTER = web.AppKey("router", Router)
-SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank")
+# The other engines' scoring paths a worker serves for a classifier (TEI's /rerank, vLLM's /score and
+# /classify, SGLang's /v1/classify) go the same way as /v1/score.
+SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank", "/rerank", "/score", "/classify", "/v1/classify")
 
 
 def create_app(config: GatewayConfig) -> web.Application:

@@ -26,7 +26,7 @@ TIER = "gateway"  # the error body's `param` when the gateway, not a worker, ans
 CLIENT_CLOSED = 499
 # The gateway's own surface: probes and scrapes are not client requests and are not counted.
 UNCOUNTED_PATHS = PROBE_PATHS | {METRICS_PATH}
-ROUTES = ("POST /v1/score, /v1/rerank, /v2/rerank; "
+ROUTES = ("POST /v1/score, /v1/rerank, /v2/rerank, /rerank, /score, /classify, /v1/classify; "
           "GET /health, /ready, /health_generate, /metrics, /v1/models, /get_server_info")
 
 

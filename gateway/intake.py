@@ -87,13 +87,21 @@ def parse_body(body: bytes):
         raise Refusal(400, f"malformed JSON: {error}") from None
 
 
+# Where a body's sequences are, by route: /v1/score, Cohere and vLLM's queries/documents, TEI, vLLM's
+# text_1/text_2 (N:N: as many as text_2), /classify.
+SEQUENCE_KEYS = ("items", "documents", "texts", "text_2", "input")
+
+
 def count_sequences(payload) -> int:
-    """Items in a score request, or documents in a rerank (one sequence each); 1 when the body is
-    not what we expect (the worker will answer 400 and we only need a weight)."""
+    """Items in a score request, documents in a rerank (Cohere's documents, TEI's texts, vLLM's
+    text_2), texts to classify (input): one sequence each; 1 when the body is not what we expect
+    (the worker will answer 400 and we only need a weight)."""
     if not isinstance(payload, dict):
         return 1
-    items = payload.get("items", payload.get("documents"))
-    return max(len(items), 1) if isinstance(items, list) else 1
+    for key in SEQUENCE_KEYS:
+        if isinstance(payload.get(key), list):
+            return max(len(payload[key]), 1)
+    return 1
 
 
 def is_authorized(headers: Mapping[str, str], api_key: str | None) -> bool:

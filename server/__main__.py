@@ -13,6 +13,8 @@ import time
 from dataclasses import replace
 
 from server.app import create_app
+from server.classifier import Classifier
+from server.classifier_support import is_sequence_classifier
 from server.compile_start import compile_if_it_pays
 from server.config import ServerConfig, parse_args
 from server.connections import uvicorn_config
@@ -40,6 +42,8 @@ def build_runner(config: ServerConfig):
     """Load the model for a resolved config and put a runner around it (eager: load() compiles)."""
     import torch
 
+    from server.classifier_support import is_encoder
+    from server.encoder_runner import EncoderRunner
     from server.model_loader import load_model
     from server.model_runner import ModelRunner
 
@@ -47,6 +51,8 @@ def build_runner(config: ServerConfig):
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
     try:
+        if is_encoder(model.config):  # a cross-encoder: each pair whole, no shared query
+            return EncoderRunner(model, tokenizer, device)
         runner = ModelRunner(model, tokenizer, device, query_cache_tokens=config.query_cache_tokens)
     except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
         raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
@@ -79,17 +85,28 @@ def load(config: ServerConfig):
 
     log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
              time.monotonic() - load_started, torch.get_num_threads())
-    if reranker is not None:
+    if isinstance(reranker, Classifier):
+        log.info("classification head: %s", reranker.to_dict())
+    elif reranker is not None:
         log.info("rerank template: %s", reranker.template.name)
     return Loaded(config, runner, reranker)
 
 
-def build_reranker(config: ServerConfig, runner) -> Reranker | None:
-    """The rerank template for this model (--rerank-template, else by the model's names), its
-    labels checked against the tokenizer. One given by the flag that cannot serve is a
-    ModelLoadError (exit 2); the automatic one that cannot serve leaves the server without
-    /v1/rerank (a warning): /v1/score must not fail to start over a rerank default."""
+def build_reranker(config: ServerConfig, runner) -> Reranker | Classifier | None:
+    """A sequence classifier's head (server/classifier.py: rerank and /classify), or the rerank
+    template for this causal LM (--rerank-template, else by the model's names), its labels checked
+    against the tokenizer. One given by the flag that cannot serve is a ModelLoadError (exit 2);
+    the automatic one that cannot serve leaves the server without /v1/rerank (a warning):
+    /v1/score must not fail to start over a rerank default."""
     model_config = runner.model.config
+    if is_sequence_classifier(model_config):
+        if config.rerank_template is not None:
+            raise ModelLoadError("--rerank-template: this model has a classification head, which "
+                                 "scores pairs itself; a template is for causal LMs")
+        try:
+            return Classifier.of(model_config, runner.tokenizer)
+        except ValueError as error:
+            raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
     names = [config.model_path, config.served_model_name, getattr(model_config, "_name_or_path", None),
              *(getattr(model_config, "architectures", None) or [])]
     try:

@@ -1,42 +1,46 @@
 """create_app(config, engine, reranker): the HTTP surface. Routes, error mapping, lifespan; no scoring logic.
+The other engines' routes (TEI's /rerank, vLLM's /score and /classify) are engine_routes.py's.
 
 Every error leaves as SGLang's error body ({"object": "error", "message", "type", "code"}). Request
 validation failures are 400 (SGLang's choice), not FastAPI's default 422.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from scoringfleet_contract.facts import LOADING_HEADER, UNAUTHORIZED_MESSAGE, error_body, is_authorized
+from scoringfleet_contract.facts import LOADING_HEADER, error_body
 from server.body_limit import BodySizeLimit
+from server.classifier import Classifier, refusal, routes_of
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
 from server.engine import Engine
-from server.errors import ClientDisconnected, NotFound, ScoreError, ServiceUnavailable, Unauthorized
+from server.engine_routes import SHAPE_TAGS, ScoreBody, add_engine_routes, vllm_score
+from server.engine_shapes import VllmScoreRequest, VllmScoreResponse
+from server.errors import NotFound, ScoreError, ServiceUnavailable
 from server.gc_freeze import freeze_gc
-from server.rerank import Reranker, rerank_response, score_request
+from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
+from server.rerank import Reranker, rerank_response
 from server.rerank_schemas import RerankRequest, RerankResponse
-from server.schemas import ErrorResponse, LoadEntry, ScoreRequest, ScoreResponse, Usage
+from server.schemas import ErrorResponse, LoadEntry, ScoreResponse, Usage
 
 log = logging.getLogger(__name__)
 
-ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 500, 503, 504)}
 
-
-def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None = None) -> FastAPI:
+def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None = None) -> FastAPI:
     """The app over `engine` (an Engine, or the EngineStartup that becomes one); `config` is the
     parsed one (an EngineStartup resolves device and dtype as it loads: engine.config after).
-    `reranker`: the rerank template when the caller knows it (a server over a fake runner); else
-    the one the model's load chose (EngineStartup.reranker). Without one, /v1/rerank and
-    /v2/rerank answer 404 saying how to get one."""
+    `reranker`: the model's head as the routes see it when the caller knows it (a server over a
+    fake runner): a rerank template, or a sequence classifier's Classifier; else the one the
+    model's load chose (EngineStartup.reranker). A causal LM without a template answers 404 on
+    /v1/rerank and /v2/rerank saying how to get one; a route the model does not serve is a 400
+    naming those it does (classifier.routes_of)."""
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await engine.start()
@@ -47,7 +51,8 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None =
     app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
     app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
-    _add_score_route(app, config, engine)
+    _add_score_route(app, config, engine, reranker)
+    add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker))
     for version in ("1", "2"):
         _add_rerank_route(app, config, engine, reranker, version)
     _add_load_routes(app, engine)
@@ -57,18 +62,18 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | None =
     return app
 
 
-def _api_key_check(config: ServerConfig):
-    async def require_api_key(request: Request) -> None:
-        if not is_authorized(request.headers.get("authorization", ""), config.api_key):
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-    return Depends(require_api_key)
-
-
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
-    @app.post("/v1/score", response_model=ScoreResponse, responses=ERROR_RESPONSES,
-              dependencies=[_api_key_check(config)])
-    async def score(body: ScoreRequest, request: Request) -> ScoreResponse:
-        result = await _cancel_on_disconnect(engine.score(body), request)
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker) -> None:
+    @app.post("/v1/score", response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
+              dependencies=[api_key_check(config)])
+    async def score(body: ScoreBody, request: Request) -> ScoreResponse | VllmScoreResponse:
+        """SGLang's shape (query, items, label_token_ids) for a causal LM; vLLM's (text_1/text_2,
+        queries/documents) for a sequence classifier (engine_routes.vllm_score)."""
+        head = _reranker_of(engine, reranker)
+        if isinstance(body, VllmScoreRequest):
+            return await vllm_score(config, engine, head, body, request)
+        if isinstance(head, Classifier):
+            raise refusal("/v1/score in SGLang's shape (query, items, label_token_ids)", head)
+        result = await cancel_on_disconnect(engine.score(body), request)
         return ScoreResponse(
             scores=result.scores,
             model=body.model or config.model_name,
@@ -77,30 +82,32 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None
         )
 
 
-def _reranker_of(engine: Engine, reranker: Reranker | None) -> Reranker | None:
-    """The template given to create_app, else the one the load chose (503 while it loads)."""
+def _reranker_of(engine: Engine, reranker: Reranker | Classifier | None) -> Reranker | Classifier | None:
+    """The head given to create_app, else the one the load chose (503 while it loads)."""
     return reranker if reranker is not None else getattr(engine, "reranker", None)
 
 
-def _dict_or_none(reranker: Reranker | None) -> dict | None:
-    return None if reranker is None else reranker.to_dict()
+def _dict_if(head, kind: type) -> dict | None:
+    return head.to_dict() if isinstance(head, kind) else None
 
 
-def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | None,
+def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None,
                       version: str) -> None:
-    """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key."""
+    """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key,
+    built by the template (a causal LM) or as the tokenizer pairs texts (a one-label classifier)."""
     @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
               responses={**ERROR_RESPONSES, 404: {"model": ErrorResponse}},
-              dependencies=[_api_key_check(config)])
+              dependencies=[api_key_check(config)])
     async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
         chosen = _reranker_of(engine, reranker)
         if chosen is None:
             raise NotFound("this server has no rerank template for its model: start it with "
                            "--rerank-template NAME|FILE (docs/rerank.md)")
-        scoring = score_request(chosen, body, engine.runner.tokenize, engine.input_limits,
-                                engine.special_tokens)
-        result = await _cancel_on_disconnect(engine.score(scoring), request)
-        return rerank_response(body, [scores[1] for scores in result.scores], result.num_prompt_tokens,
+        if isinstance(chosen, Classifier) and not chosen.is_reranker:
+            raise refusal(f"/v{version}/rerank", chosen)
+        scoring = chosen.rerank_request(body, engine.runner.tokenize, engine.input_limits, engine.special_tokens)
+        result = await cancel_on_disconnect(engine.score(scoring), request)
+        return rerank_response(body, [chosen.relevance(row) for row in result.scores], result.num_prompt_tokens,
                                body.model or config.model_name, version)
 
 
@@ -152,42 +159,23 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
     async def server_info() -> dict:
         """The effective arguments (device and dtype as resolved) and the model's limits."""
         limits = engine.input_limits  # 503 while the model loads
+        head = _reranker_of(engine, reranker)
         return {**engine.config.to_dict(), "model_name": config.model_name,
                 "context_length": limits.max_context_tokens,
                 "vocab_size": limits.vocab_size,
-                "rerank_template": _dict_or_none(_reranker_of(engine, reranker))}
+                "rerank_template": _dict_if(head, Reranker), "classifier": _dict_if(head, Classifier),
+                "routes": list(routes_of(head))}
 
 
 def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
     @app.api_route("/freeze_gc", methods=["GET", "POST"], response_class=PlainTextResponse,
-                   dependencies=[_api_key_check(config)], responses=ERROR_RESPONSES)
+                   dependencies=[api_key_check(config)], responses=ERROR_RESPONSES)
     async def freeze_gc_route() -> Response:
         """SGLang's: after a warm-up, keep what is alive out of the collector's full passes."""
         if engine.is_loading:  # what is alive now is the load's garbage too
             raise ServiceUnavailable("the model is loading; freeze the collector once it serves")
         freeze_gc("POST /freeze_gc")
         return PlainTextResponse("Garbage collection frozen.\n")
-
-
-async def _cancel_on_disconnect(work, request: Request):
-    """Await `work`; if the client disconnects first, cancel it (its sequences leave the queue)."""
-    work_task = asyncio.ensure_future(work)
-    disconnect_task = asyncio.ensure_future(_wait_for_disconnect(request))
-    try:
-        await asyncio.wait({work_task, disconnect_task}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        disconnect_task.cancel()
-        if not work_task.done():
-            work_task.cancel()
-            await asyncio.gather(work_task, return_exceptions=True)
-    if work_task.cancelled():
-        raise ClientDisconnected("client disconnected; its sequences were removed")
-    return work_task.result()
-
-
-async def _wait_for_disconnect(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def _error_response(status: int, message: str, headers=None) -> JSONResponse:
@@ -218,6 +206,7 @@ def _describe_validation(error: RequestValidationError) -> str:
     """One line per problem: where it is and what is wrong (e.g. 'body.label_token_ids: ...')."""
     problems = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item.get("loc", ()))
+        # /v1/score's two shapes put their tag after "body": not a place in the request
+        where = ".".join(str(part) for part in item.get("loc", ()) if part not in SHAPE_TAGS)
         problems.append(f"{where}: {item.get('msg', 'invalid')}")
     return "; ".join(problems) or "invalid request"

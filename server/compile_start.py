@@ -20,6 +20,10 @@ log = logging.getLogger("server")
 
 def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     """Decide for a resolved config and compile `runner` if so; returns what was done and why."""
+    if not runner.can_compile:
+        choice = CompileChoice(False, "eager: a cross-encoder has no items forward to compile")
+        (log.warning if config.compile == "on" else log.info)("--compile %s: %s", config.compile, choice.reason)
+        return choice
     cache = compile_cache_for(config, runner)
     warm = cache.is_warm()
     choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(), warm,

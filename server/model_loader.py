@@ -1,5 +1,6 @@
-"""Find and load a causal LM and its tokenizer: the embedded default, a local folder, a .gguf file,
-or a hub id. Picks the device and dtype, and refuses a model the runner cannot score exactly
+"""Find and load a causal LM, or a sequence classifier (classifier_support.py: a cross-encoder or a
+decoder with a classification head), and its tokenizer: the embedded default, a local folder, a
+.gguf file, or a hub id. Picks the device and dtype, and refuses a model the runner cannot score exactly
 (model_support.py). Every way a model can fail to load (not found, an unsupported family, remote
 code, a malformed config, a tokenizer or weights that cannot be read) is one ModelLoadError whose
 message is one line naming the cause (the process exits 2). Knows nothing about batches or requests.
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from server.classifier_support import classifier_reason, encoder_reason, is_encoder, is_sequence_classifier
 from server.config import DEFAULT_MODEL
 from server.errors import ModelLoadError  # raised here; defined there for startup.py (no torch)
 from server.model_support import remote_code_reason, unsupported_reason
@@ -61,7 +63,7 @@ def default_model_file() -> Path:
 def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     """Return (model, tokenizer), the model in eval mode on `device` in `dtype`; ModelLoadError
     if it cannot be found or loaded, or if the runner cannot score it exactly."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     path = default_model_file() if model_path == DEFAULT_MODEL else Path(model_path)
     if path.suffix == ".gguf":
@@ -72,11 +74,13 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
         source, extra = model_path, {}
     if extra:  # __main__ has said what loads on which device; here only where a GGUF file is
         log.info("reading GGUF file %s", path)
-    load_config(model_path, source, extra)  # an unsupported model is refused before its weights
+    config = load_config(model_path, source, extra)  # an unsupported model is refused before its weights
+    auto_model = (AutoModelForSequenceClassification if is_sequence_classifier(config)
+                  else AutoModelForCausalLM)
     tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
                         AutoTokenizer.from_pretrained, source, trust_remote_code=False, **extra)
     model, loading = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
-                             AutoModelForCausalLM.from_pretrained, source, dtype=dtype,
+                             auto_model.from_pretrained, source, dtype=dtype,
                              trust_remote_code=False, output_loading_info=True, **extra)
     reason = incomplete_weights_reason(loading)
     if reason is not None:
@@ -138,8 +142,19 @@ def one_line(error: BaseException, limit: int = 400) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def served_reason(config) -> str | None:
+    """None if the server scores this model exactly; else why not. A sequence classifier must be
+    of a family classifier_support.py serves, a decoder one also masked as model_support.py
+    proves; an encoder only as a cross-encoder."""
+    if is_sequence_classifier(config):
+        reason = classifier_reason(config)
+        if reason is not None or is_encoder(config):
+            return reason
+    return encoder_reason(config) or unsupported_reason(config)
+
+
 def refuse_unsupported(model_path: str, config) -> None:
-    reason = unsupported_reason(config)
+    reason = served_reason(config)
     if reason is not None:
         raise ModelLoadError(f"refusing model '{model_path}' rather than serve inexact scores: "
                              f"{reason}")

@@ -8,8 +8,9 @@ still see); every item of that request then attends to them. The batch's items g
 through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
 prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
 explicitly, and one mask per layer type (full or sliding) built from true positions
-(attention_masks.py). Logits only at each item's last token, through lm_head and what the family's
-ForCausalLM does after it (soft-capping, logit scaling: model_support.final_logits). Scores equal
+(attention_masks.py). Only each item's last hidden state goes on, to the head (heads.py): lm_head
+and what the family's ForCausalLM does after it (soft-capping, logit scaling), or a
+*ForSequenceClassification's score layer and its activation. Scores equal
 the unshared computation for the families that model_support.py allows; any other model is refused
 here. Never sees a queue; never decodes.
 """
@@ -31,13 +32,16 @@ from server.compiled_forward import (
     WARM_UP_SHAPES,
     ItemsForward,
 )
-from server.model_support import final_logits, layer_mask_keys, layer_windows, unsupported_reason
+from server.heads import head_of
+from server.model_support import layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
 from server.special_tokens import special_tokens_of
 
 
 class ModelRunner:
+    can_compile = True  # its items forward (compile_start.py)
+
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
                  max_padding_fraction: float = MAX_PADDING_FRACTION,
                  query_cache_tokens: int = 0) -> None:
@@ -53,7 +57,7 @@ class ModelRunner:
         self._decoder = model.get_decoder()
         register()  # the shared-prefix attention, for the forwards it computes exactly
         self._items_forward = ItemsForward(self._decoder)
-        self._lm_head = model.get_output_embeddings()
+        self.head = head_of(model)  # lm_head and label probabilities, or a classification head
         self._windows = layer_windows(model.config)  # mask key -> window
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
         self.query_cache = QueryCache(query_cache_tokens)
@@ -65,7 +69,7 @@ class ModelRunner:
 
     @property
     def vocab_size(self) -> int:
-        return self._lm_head.out_features
+        return self.head.vocab_size
 
     @property
     def max_context_tokens(self) -> int:
@@ -138,8 +142,7 @@ class ModelRunner:
         scores: list[list[float]] = [[] for _ in sequences]
         for group in groups:
             rows = [sequences[row] for row in group.rows]
-            for row, row_scores in zip(group.rows,
-                                       label_scores(self._last_token_logits(rows), rows)):
+            for row, row_scores in zip(group.rows, self.head.scores(self._last_token_states(rows), rows)):
                 scores[row] = row_scores
         return RunResult(scores, num_prefix_tokens - num_computed,
                          num_computed + sum(group.num_computed_tokens for group in groups),
@@ -201,8 +204,8 @@ class ModelRunner:
         return self.use_cascade and cascade_reason(
             self._decoder.config, self.device, self._layer_windows, self.max_context_tokens) is None
 
-    def _last_token_logits(self, sequences: Seq[Sequence]) -> torch.Tensor:
-        """float32 logits [batch, vocab] at each sequence's last token, in one forward pass:
+    def _last_token_states(self, sequences: Seq[Sequence]) -> torch.Tensor:
+        """The last hidden state [batch, hidden] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
         if self.use_cascade and cascade_reason(
@@ -210,10 +213,8 @@ class ModelRunner:
             # The rows of a request side by side: each request's prefix is then one run of rows.
             order = sorted(range(len(sequences)), key=lambda row: sequences[row].request.rid)
             hidden = self._last_hidden([sequences[row] for row in order], cascade=True)
-            hidden = hidden[torch.tensor(order, device=self.device).argsort()]
-        else:
-            hidden = self._last_hidden(sequences, cascade=False)
-        return final_logits(self.model.config, self._lm_head(hidden)).float()
+            return hidden[torch.tensor(order, device=self.device).argsort()]
+        return self._last_hidden(sequences, cascade=False)
 
     def _last_hidden(self, sequences: Seq[Sequence], cascade: bool) -> torch.Tensor:
         """The decoder's last hidden state [batch, hidden] at each sequence's last token."""
@@ -279,17 +280,3 @@ class ModelRunner:
             layers.append((keys, values))
         return layers  # a cache of full layers (compiled_forward): the masks do the windowing
 
-
-def label_scores(logits: torch.Tensor, sequences: Seq[Sequence]) -> list[list[float]]:
-    """Per row: exp(logprob) of each label over the full vocabulary, or, with apply_softmax, a
-    softmax over the label logits only (each row sums to 1)."""
-    logprobs = torch.log_softmax(logits, dim=-1)
-    per_row = []
-    for row, seq in enumerate(sequences):
-        labels = torch.tensor(seq.request.options.label_token_ids, device=logits.device)
-        if seq.request.options.apply_softmax:
-            per_row.append(torch.softmax(logits[row, labels], dim=-1))
-        else:
-            per_row.append(torch.exp(logprobs[row, labels]))
-    flat = iter(torch.cat(per_row).tolist())  # one device-to-host copy for the group, not per row
-    return [list(itertools.islice(flat, len(row_scores))) for row_scores in per_row]

@@ -48,6 +48,14 @@ class Reranker:
     def to_dict(self) -> dict:
         return {**self.template.to_dict(), "no_token_id": self.no_id, "yes_token_id": self.yes_id}
 
+    def rerank_request(self, body: RerankRequest, tokenize: Tokenize, limits: InputLimits,
+                       special: SpecialTokens) -> ScoreRequest:
+        return score_request(self, body, tokenize, limits, special)
+
+    def relevance(self, row: list[float]) -> float:
+        """The "yes" share of [no, yes]."""
+        return row[1]
+
 
 def choose_reranker(flag: str | None, model_names: list[str | None], tokenize: Tokenize) -> Reranker:
     """--rerank-template NAME|FILE, or the one the model's names call for; ValueError if unusable."""

@@ -89,7 +89,13 @@ def test_parse_body_refuses_what_is_not_json_with_400(body, says):
     ({}, 1),
     ({"query": "q", "documents": ["a", {"text": "b"}]}, 2),
     ({"query": "q", "documents": "a"}, 1),
-], ids=["three", "none", "string", "not-an-object", "no-items", "rerank-documents", "rerank-string"])
+    ({"query": "q", "texts": ["a", "b", "c"]}, 3),
+    ({"text_1": "q", "text_2": ["a", "b"]}, 2),
+    ({"queries": ["q", "r"], "documents": ["a", "b"]}, 2),
+    ({"input": ["a", "b", "c", "d"]}, 4),
+    ({"input": "a"}, 1),
+], ids=["three", "none", "string", "not-an-object", "no-items", "rerank-documents", "rerank-string",
+        "tei-texts", "vllm-text-2", "vllm-documents", "classify-list", "classify-one"])
 def test_count_sequences(payload, count):
     assert count_sequences(payload) == count
 

@@ -34,6 +34,7 @@ class StandInRunner:
 
     failures: int = 0
     calls: int = 0
+    can_compile: bool = True
     device: object = field(default_factory=lambda: __import__("torch").device("cpu"))
     model: object = field(default_factory=lambda: type("Model", (), {"config": ModelConfig()})())
 
@@ -56,6 +57,13 @@ def test_on_compiles_and_marks_the_cache_warm(tmp_path):
     choice = compile_if_it_pays(config(tmp_path, "on"), runner)
     assert choice.compile and runner.calls == 1
     assert len(list((tmp_path / "compile").glob(f"*/{MARKER}"))) == 1
+
+
+def test_a_runner_without_an_items_forward_stays_eager_even_when_on(tmp_path, caplog):
+    runner = StandInRunner(can_compile=False)  # as a cross-encoder's EncoderRunner
+    with caplog.at_level(logging.WARNING):
+        choice = compile_if_it_pays(config(tmp_path, "on"), runner)
+    assert not choice.compile and runner.calls == 0 and "cross-encoder" in caplog.text
 
 
 def test_off_never_compiles(tmp_path):
