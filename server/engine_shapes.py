@@ -79,11 +79,16 @@ class VllmScoreData(BaseModel):
     score: float
 
 
-class VllmScoreResponse(BaseModel):
+class ListResponse(BaseModel):
+    """OpenAI's list envelope, as vLLM answers /score and /classify: the data and usage follow."""
+
     id: str
     object: Literal["list"] = "list"
     created: int = Field(default_factory=lambda: int(time.time()))
     model: str
+
+
+class VllmScoreResponse(ListResponse):
     data: list[VllmScoreData]
     usage: UsageInfo
 
@@ -103,11 +108,7 @@ class ClassifyData(BaseModel):
     num_classes: int
 
 
-class ClassifyResponse(BaseModel):
-    id: str
-    object: Literal["list"] = "list"
-    created: int = Field(default_factory=lambda: int(time.time()))
-    model: str
+class ClassifyResponse(ListResponse):
     data: list[ClassifyData]
     usage: UsageInfo
 
