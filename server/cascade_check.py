@@ -12,11 +12,12 @@ import math
 
 import torch
 
+from server.classifier_support import is_sequence_classifier
 from server.sequence import Request, ScoringOptions
 
 log = logging.getLogger("server")
 
-LABELS = tuple(range(1, 33))  # 32 label ids: a wrong attention moves some of them by nats
+MAX_LABELS = 32  # label ids (classes, for a classifier) compared: a wrong attention moves some by nats
 # Largest |log p(cascade) - log p(masked)| accepted: float32 agrees to rounding, half types to a
 # few hundredths of a nat (measured on CPU in bfloat16: ~1e-2).
 TOLERANCE_NATS = {torch.float32: 1e-3, torch.bfloat16: 0.25, torch.float16: 0.1}
@@ -27,7 +28,8 @@ def keep_cascade_if_it_agrees(runner) -> float | None:
     cascade off if they disagree. Returns the largest disagreement in nats (None: not checked)."""
     if not runner.shares_query_in_forward:
         return None
-    sequences = [seq for request in _check_requests(runner.vocab_size) for seq in request.sequences]
+    labels = tuple(range(min(MAX_LABELS, _num_outputs(runner.model.config, runner.vocab_size))))
+    sequences = [seq for request in _check_requests(runner.vocab_size, labels) for seq in request.sequences]
     cascade = runner.run(sequences).scores
     runner.use_cascade = False
     masked = runner.run(sequences).scores
@@ -43,9 +45,15 @@ def keep_cascade_if_it_agrees(runner) -> float | None:
     return worst
 
 
-def _check_requests(vocab_size: int) -> list[Request]:
-    """Two queries of different lengths, items of different lengths under each."""
-    options = ScoringOptions(tuple(i % vocab_size for i in LABELS), False)
+def _num_outputs(model_config, vocab_size: int) -> int:
+    """What a label id indexes: a classifier's classes, else the vocabulary."""
+    return model_config.num_labels if is_sequence_classifier(model_config) else vocab_size
+
+
+def _check_requests(vocab_size: int, labels: tuple[int, ...]) -> list[Request]:
+    """Two queries of different lengths, items of different lengths under each; scores are the
+    labels' softmax (a classifier's activation): probabilities, compared as log-probabilities."""
+    options = ScoringOptions(labels, True)
 
     def ids(start: int, length: int) -> tuple[int, ...]:
         return tuple((start + 7 * i) % vocab_size for i in range(length))

@@ -9,8 +9,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from bench.classifier_models import build_classifier
 from server import cascade_attention
+from server.__main__ import build_runner
 from server.cascade_check import keep_cascade_if_it_agrees
+from server.config import ServerConfig
 from server.model_runner import ModelRunner
 from tests.server.test_model_zoo import tiny_model
 
@@ -37,3 +40,10 @@ def test_a_cascade_that_disagrees_is_turned_off_with_one_warning(tokenizer, monk
         assert keep_cascade_if_it_agrees(runner) > 0.05
     assert not runner.shares_query_in_forward
     assert len(caplog.records) == 1 and "masked layout" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("num_labels", [1, 3])
+def test_a_decoder_classifier_is_checked_on_its_classes(tmp_path, num_labels):
+    folder = build_classifier(tmp_path, "qwen3", num_labels=num_labels)
+    runner = build_runner(ServerConfig(model_path=str(folder)).resolve("cpu", "float32"))
+    assert keep_cascade_if_it_agrees(runner) < 1e-3 and runner.shares_query_in_forward
