@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import subprocess
@@ -175,3 +176,8 @@ def wait_ready(process: subprocess.Popen, url: str, timeout_s: float = 60) -> No
         except httpx.TransportError:
             return False
     wait_until(ready, timeout_s=timeout_s, interval_s=0.1)
+
+
+def warnings_of(caplog) -> list[str]:
+    """The WARNING-and-above messages (another test may have left a logger at INFO)."""
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]

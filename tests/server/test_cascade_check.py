@@ -15,6 +15,7 @@ from server.__main__ import build_runner
 from server.cascade_check import keep_cascade_if_it_agrees
 from server.config import ServerConfig
 from server.model_runner import ModelRunner
+from tests.server.support import warnings_of
 from tests.server.test_model_zoo import tiny_model
 
 
@@ -39,7 +40,7 @@ def test_a_cascade_that_disagrees_is_turned_off_with_one_warning(tokenizer, monk
     with caplog.at_level(logging.WARNING):
         assert keep_cascade_if_it_agrees(runner) > 0.05
     assert not runner.shares_query_in_forward
-    assert len(caplog.records) == 1 and "masked layout" in caplog.records[0].getMessage()
+    assert len(warnings_of(caplog)) == 1 and "masked layout" in warnings_of(caplog)[0]
 
 
 @pytest.mark.parametrize("num_labels", [1, 3])

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from server.compile_cache import INDUCTOR_CACHE_ENV, MARKER, CompileCache, cache_key
+from tests.server.support import warnings_of
 
 FIELDS = {"torch": "1.0.0", "model": "m", "dtype": "bfloat16", "isa": "AVX512+amx"}
 
@@ -38,7 +39,7 @@ def test_an_unreadable_marker_is_a_cold_cache_and_one_warning(tmp_path, caplog):
     (cache.folder / MARKER).write_text("{not json")
     with caplog.at_level(logging.WARNING):
         assert not cache.is_warm()
-    assert len(caplog.records) == 1 and "ignoring the compile cache" in caplog.records[0].getMessage()
+    assert len(warnings_of(caplog)) == 1 and "ignoring the compile cache" in warnings_of(caplog)[0]
 
 
 @pytest.mark.parametrize("damage", ["changed", "gone"])
@@ -54,7 +55,7 @@ def test_a_cached_file_changed_or_gone_is_a_cold_cache_and_one_warning(tmp_path,
         (cache.folder / "a.so").unlink()
     with caplog.at_level(logging.WARNING):
         assert not cache.is_warm()
-    assert [r.getMessage() for r in caplog.records] == [
+    assert warnings_of(caplog) == [
         f"ignoring the compile cache in {cache.folder} (1 of 2 files changed or gone, e.g. a.so)"]
 
 

@@ -20,7 +20,7 @@ from server.compile_cache import MARKER
 from server.compile_start import compile_if_it_pays
 from server.config import ServerConfig
 from server.errors import ModelLoadError
-from tests.server.support import free_port, server_env, wait_ready
+from tests.server.support import free_port, server_env, wait_ready, warnings_of
 
 
 class ModelConfig:
@@ -63,7 +63,7 @@ def test_a_runner_without_an_items_forward_stays_eager_even_when_on(tmp_path, ca
     runner = StandInRunner(can_compile=False)  # as a cross-encoder's EncoderRunner
     with caplog.at_level(logging.WARNING):
         choice = compile_if_it_pays(config(tmp_path, "on"), runner)
-    assert not choice.compile and runner.calls == 0 and "cross-encoder" in caplog.text
+    assert not choice.compile and runner.calls == 0 and "cross-encoder" in " ".join(warnings_of(caplog))
 
 
 def test_off_never_compiles(tmp_path):
@@ -78,7 +78,7 @@ def test_a_compile_that_fails_in_a_warm_folder_discards_it_and_compiles_cold(tmp
     with caplog.at_level(logging.WARNING):
         assert compile_if_it_pays(config(tmp_path, "auto"), runner).compile  # warm: auto compiles
     assert runner.calls == 2 and (folder / MARKER).exists()
-    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [f"discarding the compile cache {folder}"]
+    assert [message.split(" (")[0] for message in warnings_of(caplog)] == [f"discarding the compile cache {folder}"]
 
 
 def test_what_a_cold_folder_holds_is_discarded_before_compiling(tmp_path):
@@ -96,7 +96,7 @@ def test_a_compile_that_still_fails_leaves_auto_eager_and_refuses_on(tmp_path, c
     with caplog.at_level(logging.WARNING):
         choice = compile_if_it_pays(config(tmp_path, "auto"), StandInRunner(failures=9))
     assert not choice.compile and choice.reason.endswith("the compile failed, eager")
-    assert "serving eager" in caplog.records[-1].getMessage()
+    assert "serving eager" in warnings_of(caplog)[-1]
     with pytest.raises(ModelLoadError, match="--compile on: compiling the items forward failed"):
         compile_if_it_pays(config(tmp_path, "on"), StandInRunner(failures=9))
 
@@ -106,7 +106,7 @@ def test_an_unwritable_cache_compiles_without_one(tmp_path, caplog):
     runner = StandInRunner()
     with caplog.at_level(logging.WARNING):
         assert compile_if_it_pays(config(tmp_path, "on"), runner).compile
-    assert runner.calls == 1 and "not writable" in caplog.text
+    assert runner.calls == 1 and "not writable" in " ".join(warnings_of(caplog))
 
 
 # ---- slow: the real server, three starts on one cache folder ------------------------------------
