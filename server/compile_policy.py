@@ -52,7 +52,8 @@ def choose_compile(mode: str, device_type: str, dtype: str, cpu_flags: frozenset
         return CompileChoice(False, "auto: eager, this CPU has no native bfloat16 matmul "
                                     f"({' or '.join(FAST_BF16_CPU_FLAGS)})")
     return CompileChoice(False, f"auto: eager in {dtype} on a cold compile cache (a cold compile "
-                                "takes minutes for ~12 %; --compile on to force)")
+                                "takes minutes for a gain measured at 1.2-1.3x only in bf16; "
+                                "--compile on to force)")
 
 
 def cpu_flags_of(cpuinfo: str) -> frozenset[str]:

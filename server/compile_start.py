@@ -24,9 +24,10 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
         choice = CompileChoice(False, "eager: a cross-encoder has no items forward to compile")
         (log.warning if config.compile == "on" else log.info)("--compile %s: %s", config.compile, choice.reason)
         return choice
-    cache = compile_cache_for(config, runner)
-    warm = cache.is_warm()
-    choice = choose_compile(config.compile, config.device, config.dtype, read_cpu_flags(), warm,
+    cpu_flags = read_cpu_flags()
+    cache = compile_cache_for(config, runner, cpu_flags)
+    warm = config.compile != "off" and cache.is_warm()  # off reads nothing of the cache
+    choice = choose_compile(config.compile, config.device, config.dtype, cpu_flags, warm,
                             has_cpp_compiler())
     if not choice.compile:
         log.info("items forward eager (%s)", choice.reason)
@@ -43,7 +44,7 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     return choice
 
 
-def compile_cache_for(config: ServerConfig, runner) -> CompileCache:
+def compile_cache_for(config: ServerConfig, runner, cpu_flags: frozenset[str]) -> CompileCache:
     """This server's cache: under --compile-cache-dir (default: on the model cache volume), keyed
     by what the compiled graph depends on."""
     import torch
@@ -53,17 +54,17 @@ def compile_cache_for(config: ServerConfig, runner) -> CompileCache:
     return CompileCache(root, {
         "torch": torch.__version__, "transformers": transformers.__version__,
         "model": config.model_path, "model_config": runner.model.config.to_json_string(),
-        "dtype": config.dtype, "isa": processor_isa(runner.device), **runner.compile_settings(),
+        "dtype": config.dtype, "isa": processor_isa(runner.device, cpu_flags), **runner.compile_settings(),
     })
 
 
-def processor_isa(device) -> str:
+def processor_isa(device, cpu_flags: frozenset[str]) -> str:
     """What the generated kernels are built for: the CPU's vector ISA (and AMX), or the GPU."""
     import torch
 
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
-    amx = "+amx" if "amx_bf16" in read_cpu_flags() else ""
+    amx = "+amx" if "amx_bf16" in cpu_flags else ""
     return f"{torch.backends.cpu.get_cpu_capability()}{amx}"
 
 
