@@ -56,10 +56,6 @@ def gateway_selector_labels(name: str) -> dict[str, str]:
     return {GATEWAY_LABEL: name}
 
 
-def gateway_selector_string(name: str) -> str:
-    return f"{GATEWAY_LABEL}={name}"
-
-
 def gateway_labels(name: str) -> dict[str, str]:
     """Every label the gateway's children and pods carry: the fleet's, with the gateway's selector
     in place of the fleet label and its own name and component."""
@@ -71,3 +67,23 @@ def gateway_labels(name: str) -> dict[str, str]:
         "app.kubernetes.io/part-of": "scoring-fleet",
         "app.kubernetes.io/managed-by": COMPONENT,
     }
+
+
+# A gateway pod carries one such label per fleet it routes to (its own and spec.gateway.fleets): a
+# fleet's NetworkPolicy admits, and its autoscaler reads the waiting requests of, the pods that
+# carry its own, whichever fleet's gateway they are. One key per fleet: a pod may serve several.
+SERVES_LABEL_PREFIX = f"serves.{GROUP}/"
+
+
+def serves_label(name: str) -> str:
+    """The label key that marks a gateway pod routing to fleet `name`."""
+    return f"{SERVES_LABEL_PREFIX}{name}"
+
+
+def serves_selector_labels(name: str) -> dict[str, str]:
+    return {serves_label(name): "true"}
+
+
+def serves_selector_string(name: str) -> str:
+    """The gateway pods that route to fleet `name`, as a label selector."""
+    return f"{serves_label(name)}=true"

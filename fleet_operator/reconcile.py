@@ -8,7 +8,7 @@ sequences them, and serialises reconciles of one fleet within the process (Fleet
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,8 @@ from fleet_operator import kube, names
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
-from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
+from fleet_operator.gateway_status import gateway_status
+from fleet_operator.spec import FleetSpec, SpecError, parse_fleet, served_name
 from fleet_operator.status import (
     INFERENCE_POOL_NOT_INSTALLED,
     KEDA_NOT_INSTALLED,
@@ -27,7 +28,6 @@ from fleet_operator.status import (
     Observed,
     ValidSpec,
     fleet_status,
-    gateway_status,
     inference_pool_condition,
     scaled_object_condition,
     status_patch,
@@ -65,6 +65,7 @@ def reconcile_fleet(ctx: OperatorContext, namespace: str, name: str,
             if "SpecValid" in _write_status(ctx, body, now, InvalidSpec(str(e))):
                 kube.post_event(ctx.api, body, "Warning", "InvalidSpec", str(e), now)
             return ReconcileResult(spec_error=str(e), actions={})
+        fleet = _with_fleet_models(ctx, fleet)
         actions, optional = _apply_children(ctx, body, fleet)
         native = fleet.autoscaling.is_native
         # spec.replicas is the desired size unless the native autoscaler decides (and reports) it
@@ -146,12 +147,28 @@ def _apply_optional(ctx: OperatorContext, child: Mapping[str, Any], actions: dic
     return condition_of(live)
 
 
+def _with_fleet_models(ctx: OperatorContext, fleet: FleetSpec) -> FleetSpec:
+    """The fleet, with the model each of spec.gateway.fleets serves, read from its ScoringFleet now.
+
+    A fleet listed before it exists is routed without a name until it does (the resync timer reads
+    again), and a renamed model reaches the gateway's args at the next resync.
+    """
+    models = {}
+    for other in fleet.gateway.fleets:
+        body = kube.get_fleet(ctx.api, fleet.namespace, other)
+        if kube.is_live_fleet(body):
+            models[other] = served_name(other, (body.get("spec") or {}).get("model") or {})
+    return replace(fleet, gateway=replace(fleet.gateway, fleet_models=models))
+
+
 def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | None:
     if not fleet.gateway.enabled:
         return None
     deployment = kube.get(ctx.api, "apps/v1", "Deployment", fleet.namespace,
                           names.gateway_name(fleet.name))
-    return gateway_status(gateway_address(fleet), deployment)
+    served = {fleet.name: fleet.model.served_name,
+              **{other: fleet.gateway.fleet_models.get(other) for other in fleet.gateway.fleets}}
+    return gateway_status(gateway_address(fleet), deployment, served)
 
 
 def _action_key(kind: str, child_name: str, fleet: FleetSpec) -> str:

@@ -28,7 +28,7 @@ from fleet_operator.sources import (
 )
 
 __all__ = ["AuthSpec", "ConfigMapKeyRef", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
-           "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
+           "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet", "served_name"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
@@ -80,6 +80,11 @@ class GatewaySpec:
     # spec.gateway.image, else the operator's gateway image (the control image); None: the fleet's
     # image (it has the gateway too). The builder picks: gateway_image(fleet).
     image: str | None = None
+    # spec.gateway.fleets: the other fleets of the namespace this gateway routes to (never itself)
+    fleets: tuple[str, ...] = ()
+    # The model each of `fleets` serves, read from their ScoringFleets by reconcile.py (I/O, so not
+    # the parse's); a fleet that does not exist is absent. The gateway learns the rest from the pods.
+    fleet_models: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,11 +190,19 @@ def _parse_model(model: Fields, fleet_name: str) -> ModelSpec:
     source = model.string("source")
     if not source:
         raise SpecError("spec.model.source is required (a hub id, a path or a .gguf file)")
-    return ModelSpec(source=source, served_name=model.string("name") or fleet_name,
+    model.string("name")  # a string, if given
+    return ModelSpec(source=source, served_name=served_name(fleet_name, model.value),
                      dtype=model.enum("dtype"),
                      cache=parse_volume_source(model.value.get("cache"), "spec.model.cache"),
                      hf_token=parse_secret_ref(model.value.get("hfTokenSecretRef"),
                                                "spec.model.hfTokenSecretRef"))
+
+
+def served_name(fleet_name: str, model: Mapping[str, Any]) -> str:
+    """What the fleet's pods answer to (their --served-model-name): spec.model.name, else the
+    fleet's name. Also read of another fleet's raw spec, for a gateway that routes to it."""
+    name = model.get("name")
+    return name if isinstance(name, str) and name else fleet_name
 
 
 def _parse_resources(res: Fields) -> ResourceSpec:
@@ -229,18 +242,36 @@ def _parse_gateway(gw: Fields, autoscaling: AutoscalingSpec, name: str,
                           policy=gw.enum("policy"),
                           cpu=gw.child("resources").quantity("cpu"),
                           memory=gw.child("resources").quantity("memory"),
-                          image=gw.string("image") or default_image)
+                          image=gw.string("image") or default_image,
+                          fleets=_gateway_fleets(gw, name))
     child = names.gateway_name(name)
     if gateway.enabled and len(child) > MAX_NAME_LEN:
         raise SpecError(f"spec.gateway.enabled: the gateway's children are named {child!r}, "
                         f"{len(child)} characters; a Service name allows at most {MAX_NAME_LEN}, "
                         f"so metadata.name may have at most {MAX_NAME_LEN - len(child) + len(name)}")
-    # the CRD's CEL rule, repeated: not every API server runs it. At 0 pods only the gateway's
-    # waiting requests can say there is demand, and only the native autoscaler reads them.
-    if autoscaling.min_replicas == 0 and not (gateway.enabled and autoscaling.mode == "native"):
-        raise SpecError("spec.autoscaling.minReplicas 0 needs spec.gateway.enabled and "
-                        "autoscaling.mode native (requests waiting at the gateway wake the fleet)")
+    # the CRD's CEL rules, repeated: not every API server runs them. At 0 pods only the waiting
+    # requests of a gateway can say there is demand, and only the native autoscaler reads them; the
+    # gateway may be this fleet's or another's that lists it (spec.gateway.fleets), which no rule
+    # on one object can see: a fleet at 0 that no gateway serves says so in its lastDecision.
+    if autoscaling.min_replicas == 0 and autoscaling.mode != "native":
+        raise SpecError("spec.autoscaling.minReplicas 0 needs autoscaling.mode native (requests "
+                        "waiting at a gateway wake the fleet, and only the native autoscaler reads them)")
+    if gateway.fleets and not gateway.enabled:
+        raise SpecError("spec.gateway.fleets needs spec.gateway.enabled (they are routed by this "
+                        "fleet's gateway)")
     return gateway
+
+
+def _gateway_fleets(gw: Fields, name: str) -> tuple[str, ...]:
+    """spec.gateway.fleets in order, without repeats and without the fleet itself (its gateway
+    routes to it anyway)."""
+    raw = gw.value.get("fleets") or []
+    if not isinstance(raw, list):
+        raise SpecError(f"{gw.path}.fleets must be a list of ScoringFleet names, got {raw!r}")
+    for i, other in enumerate(raw):
+        if not isinstance(other, str) or not _DNS_1035.match(other) or len(other) > MAX_NAME_LEN:
+            raise SpecError(f"{gw.path}.fleets[{i}] must be a ScoringFleet's name, got {other!r}")
+    return tuple(other for other in dict.fromkeys(raw) if other != name)
 
 
 def _parse_rollout(rollout: Fields) -> RolloutSpec:

@@ -235,16 +235,6 @@ def _child_condition(conditions: list[dict[str, Any]], type_: str, value: Condit
     return set_condition(conditions, type_, *value, now, generation)
 
 
-def gateway_status(address: str | None,
-                   deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """status.gateway: the gateway Service's address and the gateway Deployment's ready pods;
-    None (the field removed) when the fleet has no gateway."""
-    if address is None:
-        return None
-    ready = int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
-    return {"address": address, "readyReplicas": ready}
-
-
 def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,
                       waiting: float, generation: int | None = None) -> dict[str, Any]:
     """The status fields the native autoscaler owns, after `decision`, merged over `current`.

@@ -110,8 +110,9 @@ def autoscale_fleet(ctx: OperatorContext, namespace: str, name: str,
     pods = kube.list_fleet_pods(ctx.api, namespace, name)
     # Only pods that can count are scraped; the others' states come from their Pod bodies.
     serving = [p for p in pods if is_serving(p)]
-    # the gateway's demand decides only for a fleet that may go to 0 (minReplicas 0 needs it)
-    gateway_pods = kube.list_pods(ctx.api, namespace, names.gateway_selector_string(name)) \
+    # the gateways' demand decides only for a fleet that may go to 0: its own gateway's pods and
+    # those of another fleet's gateway that routes to it (spec.gateway.fleets) carry its label
+    gateway_pods = kube.list_pods(ctx.api, namespace, names.serves_selector_string(name)) \
         if fleet.autoscaling.min_replicas == 0 else None
     results, gateway = asyncio.run(_scrape(serving, gateway_pods, fleet, ctx))
     samples = [pod_sample(p, results.get(p["metadata"]["name"])) for p in pods]
@@ -131,7 +132,7 @@ async def _scrape(serving: list[Mapping[str, Any]], gateway_pods: list[Mapping[s
     if gateway_pods is None:
         return await pods, None
     return tuple(await asyncio.gather(  # type: ignore[return-value]
-        pods, scrape_gateway(gateway_pods, fleet.gateway.port, timeout_s)))
+        pods, scrape_gateway(gateway_pods, fleet.name, fleet.gateway.port, timeout_s)))
 
 
 def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,

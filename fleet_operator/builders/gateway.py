@@ -21,7 +21,12 @@ from fleet_operator.builders.pods import (
     scrape_annotations,
 )
 from fleet_operator.builders.service import http_service
-from fleet_operator.names import gateway_labels, gateway_name, gateway_selector_labels
+from fleet_operator.names import (
+    gateway_labels,
+    gateway_name,
+    gateway_selector_labels,
+    serves_selector_labels,
+)
 from fleet_operator.spec import FleetSpec
 from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
 
@@ -34,11 +39,24 @@ GATEWAY_GRACE_S = grace_s(GATEWAY_SHUTDOWN_S)
 
 def gateway_args(fleet: FleetSpec) -> list[str]:
     """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port, hold a request
-    up to spec.gateway.queueTimeoutSeconds while no pod is ready, pick pods by spec.gateway.policy."""
-    return ["--fleet", fleet.name, "--namespace", fleet.namespace,
+    up to spec.gateway.queueTimeoutSeconds while no pod is ready, pick pods by spec.gateway.policy;
+    then the model this fleet serves, and each of spec.gateway.fleets with the model it serves where
+    known (a fleet at 0 is routable only by a name given here: it has no pod to list its names)."""
+    args = ["--fleet", fleet.name, "--namespace", fleet.namespace,
             "--host", "0.0.0.0", "--port", str(fleet.gateway.port),
             "--queue-timeout", str(fleet.gateway.queue_timeout_s),
-            "--policy", fleet.gateway.policy]
+            "--policy", fleet.gateway.policy,
+            "--fleet-model", f"{fleet.name}={fleet.model.served_name}"]
+    for other in fleet.gateway.fleets:
+        args += ["--fleet", other]
+        if other in fleet.gateway.fleet_models:
+            args += ["--fleet-model", f"{other}={fleet.gateway.fleet_models[other]}"]
+    return args
+
+
+def served_fleets(fleet: FleetSpec) -> tuple[str, ...]:
+    """The fleets this fleet's gateway routes to: itself first, then spec.gateway.fleets."""
+    return (fleet.name, *fleet.gateway.fleets)
 
 
 def gateway_image(fleet: FleetSpec) -> str:
@@ -63,11 +81,17 @@ def build_gateway_deployment(fleet: FleetSpec) -> dict[str, Any]:
             "selector": {"matchLabels": gateway_selector_labels(fleet.name)},
             "strategy": {"type": "RollingUpdate",
                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels,
+            "template": {"metadata": {"labels": {**labels, **_serves_labels(fleet)},
                                       "annotations": scrape_annotations(fleet.gateway.port)},
                          "spec": _pod_spec(fleet)},
         },
     }
+
+
+def _serves_labels(fleet: FleetSpec) -> dict[str, str]:
+    """One label per fleet routed to: each one's NetworkPolicy admits these pods, and its
+    autoscaler reads their waiting requests."""
+    return {label: value for name in served_fleets(fleet) for label, value in serves_selector_labels(name).items()}
 
 
 def _pod_spec(fleet: FleetSpec) -> dict[str, Any]:

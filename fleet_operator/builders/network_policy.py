@@ -1,7 +1,8 @@
 """Pure: FleetSpec -> the fleet's two NetworkPolicies (networking.k8s.io/v1), ingress only.
 
-The scoring pods' policy (named after the fleet) admits, on the server's port only: the fleet's
-gateway pods (they route requests and read /get_load), the operator's namespace (the native
+The scoring pods' policy (named after the fleet) admits, on the server's port only: the pods of
+every gateway that routes to the fleet (its own, another fleet's that lists it in
+spec.gateway.fleets: they route requests and read /get_load), the operator's namespace (the native
 autoscaler scrapes /metrics from there), spec.networkPolicy.allowFrom (e.g. Prometheus'
 namespace) and, with an InferencePool, spec.inferencePool.allowFromNamespaces (the Inference
 Gateway's data plane, its EPP); nothing else, so no pod in the cluster can go around the gateway and its key. The
@@ -23,6 +24,7 @@ from fleet_operator.names import (
     gateway_name,
     gateway_selector_labels,
     selector_labels,
+    serves_selector_labels,
 )
 from fleet_operator.spec import FleetSpec
 
@@ -34,7 +36,8 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 def build_network_policy(fleet: FleetSpec) -> dict[str, Any]:
     """The scoring pods' policy: only the gateway, the operator's namespace and the listed peers."""
     policy = fleet.network_policy
-    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": gateway_selector_labels(fleet.name)}}]
+    # every gateway that routes to this fleet: its own, and another fleet's that lists it
+    peers: list[dict[str, Any]] = [{"podSelector": {"matchLabels": serves_selector_labels(fleet.name)}}]
     peers += _operator_peers(fleet)
     peers += [dict(peer) for peer in policy.allow_from]
     if fleet.inference_pool.enabled:  # the Inference Gateway's data plane forwards, its EPP scrapes

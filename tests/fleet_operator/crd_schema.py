@@ -2,8 +2,8 @@
 
 No API server validates custom resources here (the emulator does not), so the tests do: the
 Kubernetes extensions (x-kubernetes-int-or-string, ...) are turned into plain JSON schema, and the
-CEL rules (minReplicas <= maxReplicas; keda mode needs minReplicas >= 1; minReplicas 0 only with
-the gateway in native mode) are checked by hand.
+CEL rules (minReplicas <= maxReplicas; keda mode needs minReplicas >= 1; minReplicas 0 only in
+native mode; gateway.fleets only with the gateway) are checked by hand.
 """
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def to_json_schema(node: Any) -> Any:
            if not k.startswith("x-kubernetes-") and k != "default"}
     if node.get("x-kubernetes-int-or-string"):
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("x-kubernetes-list-type") == "set":  # the API server refuses a set with repeats
+        out["uniqueItems"] = True
     if node.get("type") == "object" and "properties" in node \
             and not node.get("x-kubernetes-preserve-unknown-fields") \
             and "additionalProperties" not in node:
@@ -70,8 +72,10 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
     if autoscaling.get("mode", "native") == "keda" and isinstance(low, int) and low < 1:
         errors.append(f"spec.autoscaling: {CEL_MESSAGES[1]}")
     gateway = (obj.get("spec") or {}).get("gateway") or {}
-    if low == 0 and not (gateway.get("enabled") is True and autoscaling.get("mode", "native") == "native"):
-        errors.append("spec: autoscaling.minReplicas 0 needs gateway.enabled and autoscaling.mode native")
+    if low == 0 and autoscaling.get("mode", "native") != "native":
+        errors.append("spec: autoscaling.minReplicas 0 needs autoscaling.mode native")
+    if gateway.get("fleets") and gateway.get("enabled") is not True:
+        errors.append("spec: gateway.fleets needs gateway.enabled")
     pool = (obj.get("spec") or {}).get("inferencePool") or {}
     if pool.get("enabled") is True and "name" not in (pool.get("endpointPicker") or {}):
         errors.append("spec.inferencePool: inferencePool.enabled needs endpointPicker.name (the Endpoint "

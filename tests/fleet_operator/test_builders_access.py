@@ -152,10 +152,10 @@ def test_the_scoring_pods_policy_admits_only_the_gateway_the_operator_and_the_li
     assert selects(policy["spec"]["podSelector"], pod_labels(build_deployment(f)))
     assert not selects(policy["spec"]["podSelector"], pod_labels(build_gateway_deployment(f)))
     assert peers_of(policy) == [
-        {"podSelector": {"matchLabels": {GATEWAY_LABEL: "qwen"}}},
+        {"podSelector": {"matchLabels": {"serves.scoring.fleet.dev/qwen": "true"}}},
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "scoring-system"}}},
         PROMETHEUS]
-    # the gateway peer selects the fleet's gateway pods only
+    # the gateway peer selects the gateways that route to the fleet (its own among them)
     assert selects(peers_of(policy)[0]["podSelector"], pod_labels(build_gateway_deployment(f)))
     # every rule names its peers (an empty `from` would admit everyone) and only the server's port
     assert all(rule["from"] and rule["ports"] == [{"protocol": "TCP", "port": 30000}]
@@ -164,7 +164,7 @@ def test_the_scoring_pods_policy_admits_only_the_gateway_the_operator_and_the_li
 
 def test_an_operator_of_unknown_namespace_gets_no_rule():
     policy = build_network_policy(fleet(operator_namespace=None))
-    assert peers_of(policy) == [{"podSelector": {"matchLabels": {GATEWAY_LABEL: "qwen"}}}]
+    assert peers_of(policy) == [{"podSelector": {"matchLabels": {"serves.scoring.fleet.dev/qwen": "true"}}}]
 
 
 def test_the_gateway_admits_anyone_on_its_port_unless_told():

@@ -2,6 +2,8 @@
 against Kubernetes' JSON schema, and never taken for scoring pods by anything that selects those."""
 from __future__ import annotations
 
+import dataclasses
+
 import kubernetes_validate
 import pytest
 
@@ -118,13 +120,28 @@ def test_the_gateway_container_discovers_this_fleet_and_listens_on_its_port():
     assert c["command"] == ["python", "-m", "gateway"]
     assert c["args"] == gateway_args(fleet({"port": 8080})) == [
         "--fleet", "qwen", "--namespace", "team-a", "--host", "0.0.0.0", "--port", "8080",
-        "--queue-timeout", "300", "--policy", "cache_aware"]
+        "--queue-timeout", "300", "--policy", "cache_aware", "--fleet-model", "qwen=qwen"]
     assert c["image"] == IMAGE and c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     # readiness on /health: at zero pods the gateway must still take requests, to hold them
     assert c["readinessProbe"]["httpGet"] == c["livenessProbe"]["httpGet"] == {"path": "/health",
                                                                                "port": "http"}
     assert c["resources"] == {"requests": {"cpu": "1", "memory": "512Mi"},
                               "limits": {"cpu": "1", "memory": "512Mi"}}
+
+
+def test_a_gateway_for_several_fleets_names_each_with_the_model_it_serves_where_known():
+    front = dataclasses.replace(fleet({"fleets": ["classifier", "reranker"]}, model={
+        "source": "Qwen/Qwen3-0.6B", "name": "scorer"}))
+    front = dataclasses.replace(front, gateway=dataclasses.replace(
+        front.gateway, fleet_models={"classifier": "bge-classifier"}))  # reranker: not found
+    assert gateway_args(front)[-8:] == ["--fleet-model", "qwen=scorer", "--fleet", "classifier",
+                                        "--fleet-model", "classifier=bge-classifier", "--fleet", "reranker"]
+    labels = pod_template(front)["metadata"]["labels"]
+    assert {k: v for k, v in labels.items() if k.startswith("serves.")} == {
+        "serves.scoring.fleet.dev/qwen": "true", "serves.scoring.fleet.dev/classifier": "true",
+        "serves.scoring.fleet.dev/reranker": "true"}
+    # the Deployment's selector is its own gateway's, whatever it routes to (a selector is immutable)
+    assert build_gateway_deployment(front)["spec"]["selector"]["matchLabels"] == {GATEWAY_LABEL: "qwen"}
 
 
 @pytest.mark.parametrize(("gateway_image", "operator_image", "expected"), [

@@ -45,11 +45,12 @@ def test_crd_carries_the_cel_rules_the_tests_check_by_hand():
     assert "self.mode != 'keda' || " in rules[CEL_MESSAGES[1]] and "self.minReplicas >= 1" in rules[CEL_MESSAGES[1]]
 
 
-def test_crd_carries_the_cel_rule_for_scale_to_zero():
+def test_crd_carries_the_cel_rules_for_scale_to_zero_and_gateway_fleets():
     [version] = load_crd()["spec"]["versions"]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    [rule] = spec["x-kubernetes-validations"]
-    assert "self.autoscaling.minReplicas >= 1" in rule["rule"] and "self.gateway.enabled" in rule["rule"]
+    zero, fleets = spec["x-kubernetes-validations"]
+    assert "self.autoscaling.minReplicas >= 1" in zero["rule"] and "self.autoscaling.mode == 'native'" in zero["rule"]
+    assert "size(self.gateway.fleets) == 0" in fleets["rule"] and "self.gateway.enabled" in fleets["rule"]
     assert spec["properties"]["autoscaling"]["properties"]["minReplicas"]["minimum"] == 0
 
 
@@ -60,11 +61,24 @@ def _scale_to_zero(gateway: bool, mode: str = "native") -> dict:
     return doc
 
 
+# without a gateway of its own: another fleet's gateway may route to it (spec.gateway.fleets)
 @pytest.mark.parametrize("gateway,mode,valid", [
-    (True, "native", True), (False, "native", False), (True, "hpa", False),
+    (True, "native", True), (False, "native", True), (True, "hpa", False),
 ], ids=["gateway-native", "no-gateway", "hpa-mode"])
-def test_min_replicas_zero_needs_the_gateway_in_native_mode(gateway, mode, valid):
+def test_min_replicas_zero_needs_native_mode(gateway, mode, valid):
     errors = schema_errors(_scale_to_zero(gateway, mode))
+    assert (errors == []) is valid, errors
+
+
+@pytest.mark.parametrize("gateway,valid", [
+    ({"enabled": True, "fleets": ["classifier", "reranker"]}, True),
+    ({"enabled": False, "fleets": ["classifier"]}, False),
+    ({"enabled": True, "fleets": ["Classifier"]}, False),
+    ({"enabled": True, "fleets": ["a", "a"]}, False),
+], ids=["listed", "without-the-gateway", "not-a-name", "repeated"])
+def test_gateway_fleets_are_names_of_fleets_routed_by_this_gateway(gateway, valid):
+    doc = _with("spec.gateway", gateway)
+    errors = schema_errors(doc)
     assert (errors == []) is valid, errors
 
 

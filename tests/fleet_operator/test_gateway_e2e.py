@@ -15,7 +15,6 @@ import threading
 
 import httpx
 
-from fleet_operator.names import gateway_selector_labels
 from server.engine import Engine
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
@@ -79,8 +78,8 @@ def test_a_fleet_at_zero_wakes_for_a_request_waiting_at_its_gateway(cluster, kub
         assert wait_for(lambda: ((cluster.fleet(NAME) or {}).get("status") or {}).get("gateway"),
                         "status.gateway")["address"] == f"http://{NAME}-gateway.{NS}.svc:{gateway_port}"
         # the gateway process is the gateway Deployment's pod: the operator scrapes it there
-        kube_api.add_pod(NS, f"{NAME}-gateway-0", gateway_selector_labels(NAME), "127.0.0.1",
-                         gateway_port)
+        kube_api.add_pod(NS, f"{NAME}-gateway-0", deployment["spec"]["template"]["metadata"]["labels"],
+                         "127.0.0.1", gateway_port)
         wait_for(lambda: (cluster.fleet(NAME)["status"].get("lastDecision") or {}).get("reason")
                  == "NoDemand", "the autoscaler to see no demand at 0")
 

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleet_operator import names
+from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.clock import format_time, parse_time
+from fleet_operator.spec import parse_fleet
 from kube_emulator.selectors import format_match_labels, parse_label_selector
 from tests.fleet_operator.crd_schema import ROOT, load_crd
 
@@ -57,13 +59,27 @@ def test_each_selector_string_selects_its_own_pods_and_no_others(name, other):
     # status.selector and the tick's gateway pod list are strings the API server parses: read them
     # as it does (the emulator's parser), against every label set the builders put on pods
     fleet, gateway = parse_label_selector(names.selector_string(name)), \
-        parse_label_selector(names.gateway_selector_string(name))
-    assert fleet(pod(names.fleet_labels(name))) and gateway(pod(names.gateway_labels(name)))
-    assert not fleet(pod(names.gateway_labels(name))) and not gateway(pod(names.fleet_labels(name)))
-    assert not fleet(pod(names.fleet_labels(other))) and not gateway(pod(names.gateway_labels(other)))
+        parse_label_selector(names.serves_selector_string(name))
+    assert fleet(pod(names.fleet_labels(name))) and gateway(pod(gateway_pod_labels(name)))
+    assert not fleet(pod(gateway_pod_labels(name))) and not gateway(pod(names.fleet_labels(name)))
+    assert not fleet(pod(names.fleet_labels(other))) and not gateway(pod(gateway_pod_labels(other)))
     # the strings say what the label dicts say (the Deployment's matchLabels, the Service's selector)
     assert names.selector_labels(name).items() <= names.fleet_labels(name).items()
     assert names.gateway_selector_labels(name).items() <= names.gateway_labels(name).items()
     for labels, string in ((names.selector_labels, names.selector_string),
-                           (names.gateway_selector_labels, names.gateway_selector_string)):
+                           (names.serves_selector_labels, names.serves_selector_string)):
         assert format_match_labels({"matchLabels": labels(name)}) == string(name)
+
+
+def test_a_gateway_that_routes_to_other_fleets_is_selected_by_each_of_them():
+    labels = gateway_pod_labels("front", fleets=["reranker", "classifier"])
+    for served in ("front", "reranker", "classifier"):
+        assert parse_label_selector(names.serves_selector_string(served))(pod(labels))
+    assert not parse_label_selector(names.serves_selector_string("scorer"))(pod(labels))
+
+
+def gateway_pod_labels(name: str, fleets: list[str] | None = None) -> dict[str, str]:
+    """The labels the gateway Deployment's builder puts on its pods."""
+    spec = {"model": {"source": "m"}, "image": "i", "gateway": {"enabled": True, "fleets": fleets or []}}
+    deployment = build_gateway_deployment(parse_fleet(name, "ns", spec))
+    return deployment["spec"]["template"]["metadata"]["labels"]

@@ -100,12 +100,17 @@ def test_the_evaluator_follows_kubernetes_semantics(policies, source, admitted):
 # --- the fleet's policies ------------------------------------------------------------------
 
 SCORING = Pod("team-a", {"scoring.fleet.dev/fleet": "qwen", "app.kubernetes.io/component": "scorer"})
-GATEWAY = Pod("team-a", {"scoring.fleet.dev/gateway": "qwen", "app.kubernetes.io/component": "gateway"})
-OTHER_GATEWAY = Pod("team-a", {"scoring.fleet.dev/gateway": "other"})
+GATEWAY = Pod("team-a", {"scoring.fleet.dev/gateway": "qwen", "app.kubernetes.io/component": "gateway",
+                         "serves.scoring.fleet.dev/qwen": "true"})
+OTHER_GATEWAY = Pod("team-a", {"scoring.fleet.dev/gateway": "other", "serves.scoring.fleet.dev/other": "true"})
+# another fleet's gateway that lists qwen in its spec.gateway.fleets
+FRONT_DOOR = Pod("team-a", {"scoring.fleet.dev/gateway": "front", "serves.scoring.fleet.dev/front": "true",
+                            "serves.scoring.fleet.dev/qwen": "true"})
 NEIGHBOUR = Pod("team-a", {"app": "batch-job"})
 OPERATOR = Pod("scoring-system", {"app.kubernetes.io/component": "operator"})
 PROMETHEUS = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
-ELSEWHERE = Pod("team-b", {"scoring.fleet.dev/gateway": "qwen"})  # a namesake in another namespace
+# a namesake in another namespace
+ELSEWHERE = Pod("team-b", {"scoring.fleet.dev/gateway": "qwen", "serves.scoring.fleet.dev/qwen": "true"})
 OFFICE = Pod("ingress", {"app": "ingress-nginx"}, ip="10.20.3.4")
 
 
@@ -116,11 +121,11 @@ def children(**spec):
 
 
 @pytest.mark.parametrize("source,admitted", [
-    (GATEWAY, True), (OPERATOR, True), (PROMETHEUS, True),
+    (GATEWAY, True), (FRONT_DOOR, True), (OPERATOR, True), (PROMETHEUS, True),
     (NEIGHBOUR, False), (OTHER_GATEWAY, False), (ELSEWHERE, False), (OFFICE, False), (SCORING, False),
-], ids=["gateway", "operator", "listed-prometheus", "neighbour", "another-fleets-gateway",
-        "namesake-elsewhere", "outside", "another-scoring-pod"])
-def test_the_scoring_pods_admit_only_the_gateway_the_operator_and_the_listed_peers(source, admitted):
+], ids=["gateway", "a-gateway-that-routes-to-it", "operator", "listed-prometheus", "neighbour",
+        "another-fleets-gateway", "namesake-elsewhere", "outside", "another-scoring-pod"])
+def test_the_scoring_pods_admit_only_their_gateways_the_operator_and_the_listed_peers(source, admitted):
     policies = [c for c in children(networkPolicy={"allowFrom": [
         {"namespaceSelector": {"matchLabels": {NS_LABEL: "monitoring"}}}]}) if c["kind"] == "NetworkPolicy"]
     assert admits(policies, SCORING, 30000, source) is admitted
@@ -143,3 +148,10 @@ def test_the_gateway_admits_anyone_unless_told(allow, source, admitted):
 def test_disabled_the_fleet_has_no_policy_and_its_pods_admit_anyone():
     policies = [c for c in children(networkPolicy={"enabled": False}) if c["kind"] == "NetworkPolicy"]
     assert policies == [] and admits(policies, SCORING, 30000, NEIGHBOUR)
+
+
+def test_the_gateway_pods_carry_what_the_scoring_pods_admit():
+    # the labels the builder puts on the gateway's pods, not a hand-written copy of them
+    [deployment] = [c for c in children() if c["kind"] == "Deployment" and c["metadata"]["name"] == "qwen-gateway"]
+    policies = [c for c in children() if c["kind"] == "NetworkPolicy"]
+    assert admits(policies, SCORING, 30000, Pod("team-a", deployment["spec"]["template"]["metadata"]["labels"]))

@@ -165,3 +165,28 @@ def test_the_network_policy_admits_the_operators_namespace_is_kept_and_goes_when
     kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p", '{"spec": {"networkPolicy": {"enabled": false}}}')
     assert reconcile_fleet(ctx, "default", NAME).actions["NetworkPolicy"] == "deleted"
     assert kube.get(api, "networking.k8s.io/v1", "NetworkPolicy", "default", NAME) is None
+
+
+def test_a_gateway_for_several_fleets_reads_the_model_each_serves(kube_api, api):
+    # `classifier` serves the model `bge`; `reranker` is listed before it exists
+    kube_api.create({"apiVersion": "scoring.fleet.dev/v1alpha1", "kind": "ScoringFleet",
+                     "metadata": {"name": "classifier", "namespace": "default"},
+                     "spec": {"model": {"source": "BAAI/bge-reranker-base", "name": "bge"},
+                              "image": "scoring-fleet:0.1.0", "replicas": 0}})
+    kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p",
+                     '{"spec": {"gateway": {"enabled": true, "fleets": ["classifier", "reranker"]}}}')
+    reconcile(api)
+
+    def args() -> list[str]:
+        deployment = kube.get(api, "apps/v1", "Deployment", "default", f"{NAME}-gateway")
+        return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    assert args()[-6:] == ["--fleet", "classifier", "--fleet-model", "classifier=bge", "--fleet", "reranker"]
+    assert kube.get_fleet(api, "default", NAME)["status"]["gateway"]["fleets"] == [
+        {"name": NAME, "model": NAME}, {"name": "classifier", "model": "bge"}, {"name": "reranker"}]
+    # the listed fleet appears: the next reconcile (the resync timer's) names its model
+    kube_api.create({"apiVersion": "scoring.fleet.dev/v1alpha1", "kind": "ScoringFleet",
+                     "metadata": {"name": "reranker", "namespace": "default"},
+                     "spec": {"model": {"source": "Qwen/Qwen3-Reranker-0.6B"}, "image": "scoring-fleet:0.1.0"}})
+    assert reconcile(api, now=T0 + timedelta(minutes=1)).actions[f"Deployment {NAME}-gateway"] == "patched"
+    assert args()[-2:] == ["--fleet-model", "reranker=reranker"]

@@ -149,16 +149,32 @@ def test_min_replicas_zero_is_accepted_with_the_gateway_in_native_mode():
 ZERO_MIN = {"enabled": True, "minReplicas": 0}
 
 
+def test_min_replicas_zero_is_accepted_without_a_gateway_of_its_own():
+    # another fleet's gateway may route to it (spec.gateway.fleets): no rule on one object sees that
+    fleet = parse({"model": MODEL, "image": IMAGE, "autoscaling": ZERO_MIN})
+    assert (fleet.autoscaling.min_replicas, fleet.gateway.enabled) == (0, False)
+
+
+def test_gateway_fleets_keep_their_order_without_repeats_or_the_fleet_itself():
+    fleet = parse({"model": MODEL, "image": IMAGE,
+                   "gateway": {"enabled": True, "fleets": ["b", "a", "b", "qwen"]}})
+    assert fleet.gateway.fleets == ("b", "a")
+    assert parse({"model": MODEL, "image": IMAGE}).gateway.fleets == ()
+
+
 @pytest.mark.parametrize("spec,message", [
-    ({"autoscaling": ZERO_MIN}, "minReplicas 0 needs spec.gateway.enabled"),
     ({"autoscaling": {**ZERO_MIN, "mode": "hpa"}, "gateway": {"enabled": True}},
-     "minReplicas 0 needs spec.gateway.enabled and autoscaling.mode native"),
+     "minReplicas 0 needs autoscaling.mode native"),
+    ({"gateway": {"fleets": ["b"]}}, "spec.gateway.fleets needs spec.gateway.enabled"),
+    ({"gateway": {"enabled": True, "fleets": "b"}}, "spec.gateway.fleets must be a list"),
+    ({"gateway": {"enabled": True, "fleets": ["B_1"]}}, "spec.gateway.fleets[0] must be a ScoringFleet's name"),
     ({"gateway": {"enabled": "yes"}}, "spec.gateway.enabled must be true or false"),
     ({"gateway": {"replicas": 0}}, "spec.gateway.replicas must be >= 1"),
     ({"gateway": {"port": 0}}, "spec.gateway.port must be >= 1"),
     ({"gateway": {"resources": {"memory": "lots"}}},
      "spec.gateway.resources.memory is not a Kubernetes quantity"),
-], ids=["zero-without-gateway", "zero-in-hpa-mode", "enabled-not-bool", "replicas-zero", "port-zero",
+], ids=["zero-in-hpa-mode", "fleets-without-gateway", "fleets-not-a-list", "fleets-bad-name",
+        "enabled-not-bool", "replicas-zero", "port-zero",
         "bad-memory"])
 def test_gateway_spec_error(spec, message):
     with pytest.raises(SpecError) as error:

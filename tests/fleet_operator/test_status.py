@@ -11,6 +11,7 @@ from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.clock import format_time as rfc3339
+from fleet_operator.gateway_status import gateway_status
 from fleet_operator.status import (
     NATIVE_ONLY_FIELDS,
     OWNED_CONDITIONS,
@@ -21,7 +22,6 @@ from fleet_operator.status import (
     ValidSpec,
     autoscaler_status,
     fleet_status,
-    gateway_status,
     owned_conditions,
     owned_fields,
     ready_condition,
@@ -260,6 +260,10 @@ def test_status_gateway_is_the_address_and_ready_pods_or_removed():
     assert gateway_status("http://q-gateway.ns.svc:30080", {"status": {"readyReplicas": 2}}) == \
         {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 2}
     assert gateway_status("http://q-gateway.ns.svc:30080", None)["readyReplicas"] == 0
+    # routing to other fleets too: each with its model, one not found without
+    assert gateway_status("http://q-gateway.ns.svc:30080", None, {"q": "qwen", "c": "bge", "r": None})["fleets"] \
+        == [{"name": "q", "model": "qwen"}, {"name": "c", "model": "bge"}, {"name": "r"}]
+    assert "fleets" not in gateway_status("http://q-gateway.ns.svc:30080", None, {"q": "qwen"})
     before = {"gateway": {"address": "http://q-gateway.ns.svc:30080", "readyReplicas": 1}}
     off = fleet_status(before, Observed("qwen", 1, None, T0), ValidSpec())
     assert status_patch("reconciler", before, off, native=True)["gateway"] is None  # merge-patch removal
