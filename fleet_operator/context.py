@@ -11,9 +11,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from fleet_operator.clock import Clock, utc_now
-from fleet_operator.fields import is_http_url
 from scoringfleet_contract.facts import (
     DEFAULT_IMAGE_ENV,
     GATEWAY_IMAGE_ENV,
@@ -24,6 +24,13 @@ from scoringfleet_contract.facts import (
 # The operator's own namespace, from the downward API (the chart sets it): the fleets' NetworkPolicies
 # admit it, since the native autoscaler scrapes the pods from there.
 NAMESPACE_ENV = "POD_NAMESPACE"
+
+
+def is_http_url(value: str | None) -> bool:
+    """An http(s) URL with a host: the one check of a Prometheus address (the operator's, a fleet's,
+    the ScaledObject's)."""
+    url = urlsplit(value or "")
+    return url.scheme in ("http", "https") and bool(url.netloc)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet_operator.quantity import parse_quantity
+from fleet_operator.spec.quantity import parse_quantity
 
 Path = tuple[str, ...]
 

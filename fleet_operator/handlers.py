@@ -17,11 +17,10 @@ from typing import Any
 import kopf
 
 from fleet_operator import kube, names
-from fleet_operator.autoscaling.spec import is_native
 from fleet_operator.context import FleetLocks, OperatorConfig, OperatorContext
 from fleet_operator.peering import leading_only
 from fleet_operator.reconcile import owner_fleet, reconcile_fleet
-from fleet_operator.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due
+from fleet_operator.tick import TICK_S, DeploymentMissing, autoscale_fleet, is_due, native_fleet
 
 FLEETS = (names.GROUP, names.VERSION, names.PLURAL)
 DEPLOYMENTS = ("apps", "v1", "deployments")
@@ -78,7 +77,8 @@ def autoscale(name: str, namespace: str, uid: str, spec: kopf.Spec, status: kopf
 
     The due check reads kopf's copy of the fleet (no API call per tick); the tick reads it afresh.
     """
-    if not is_due(spec, status, memo.context.clock()):
+    fleet = native_fleet(name, namespace, spec, memo.context.config)
+    if fleet is None or not is_due(fleet, status, memo.context.clock()):
         return
     with _api_errors(retry):
         try:
@@ -89,8 +89,8 @@ def autoscale(name: str, namespace: str, uid: str, spec: kopf.Spec, status: kopf
         logger.info("Autoscaler: %s", result.decision.message)
 
 
-def is_natively_autoscaled(spec: kopf.Spec, **_: Any) -> bool:
-    return is_native(spec)
+def is_natively_autoscaled(name: str, namespace: str, spec: kopf.Spec, memo: kopf.Memo, **_: Any) -> bool:
+    return native_fleet(name, namespace, spec, memo.context.config) is not None
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:

@@ -19,7 +19,7 @@ from fleet_operator.builders import build_children, gateway_address, unwanted_ch
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
 from fleet_operator.gateway_status import gateway_status
-from fleet_operator.spec import FleetSpec, SpecError, parse_fleet, served_name
+from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet, served_name
 from fleet_operator.status import (
     INFERENCE_POOL_NOT_INSTALLED,
     KEDA_NOT_INSTALLED,

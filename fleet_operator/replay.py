@@ -35,8 +35,8 @@ from typing import Mapping
 
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
-from fleet_operator.autoscaling.spec import AutoscalingSpec, SpecError, parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, PodSample
+from fleet_operator.spec.autoscaling import AutoscalingSpec, SpecError, parse_autoscaling
 
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)  # trace time 0
 

@@ -25,13 +25,12 @@ from fleet_operator import kube, names
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import history_from_status
 from fleet_operator.autoscaling.scale_in import DELETION_COST, cost_patches, deletion_costs, with_pods_to_go
-from fleet_operator.autoscaling.spec import parse_autoscaling
 from fleet_operator.autoscaling.values import Decision, GatewayDemand
 from fleet_operator.clock import parse_time
-from fleet_operator.context import OperatorContext
+from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.demand import scrape_gateway
 from fleet_operator.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
-from fleet_operator.spec import FleetSpec, SpecError, parse_fleet
+from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet
 from fleet_operator.status import autoscaler_status, status_patch
 
 # The timer's fixed interval. kopf gives a timer one interval for all objects, so it ticks this
@@ -55,21 +54,28 @@ class TickResult:
     event: tuple[str, str, str] | None  # (type, reason, message) of the Event posted, if any
 
 
-def is_due(spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None, now: datetime,
+def native_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
+                 config: OperatorConfig) -> FleetSpec | None:
+    """The fleet through the one parse (spec.fleet.parse_fleet) if it is valid and natively
+    autoscaled, else None: an invalid spec is the reconciler's to report (SpecValid=False), and
+    nothing is sized until it is fixed."""
+    try:
+        fleet = parse_fleet(name, namespace, spec, config)
+    except SpecError:
+        return None
+    return fleet if fleet.autoscaling.is_native else None
+
+
+def is_due(fleet: FleetSpec, status: Mapping[str, Any] | None, now: datetime,
            tick_s: float = TICK_S) -> bool:
     """True once scrapeIntervalSeconds has passed since status.lastDecision.time, to within half a
-    tick (else a 1 s interval on a 1 s tick would act every other tick). An invalid autoscaling spec
-    is never due: the reconciler reports it, and a spec change brings the fleet back."""
-    try:
-        interval_s = parse_autoscaling((spec or {}).get("autoscaling")).scrape_interval_s
-    except SpecError:
-        return False
+    tick (else a 1 s interval on a 1 s tick would act every other tick)."""
     last = ((status or {}).get("lastDecision") or {}).get("time")
     try:
         last_at = parse_time(last)
     except (TypeError, ValueError):
         return True  # never decided (or a hand-edited time): decide now
-    return (now - last_at).total_seconds() >= interval_s - tick_s / 2
+    return (now - last_at).total_seconds() >= fleet.autoscaling.scrape_interval_s - tick_s / 2
 
 
 def scrape_timeout_s(interval_s: float) -> float:
@@ -141,11 +147,7 @@ def _native_fleet(body: Mapping[str, Any] | None, ctx: OperatorContext,
     if not kube.is_live_fleet(body, uid):
         return None
     meta = body["metadata"]
-    try:
-        fleet = parse_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config)
-    except SpecError:
-        return None  # the reconciler reports it (SpecValid=False); nothing to size until fixed
-    return fleet if fleet.autoscaling.is_native else None
+    return native_fleet(meta["name"], meta["namespace"], body.get("spec"), ctx.config)
 
 
 def _set_deletion_costs(ctx: OperatorContext, namespace: str, pods: list[dict[str, Any]],

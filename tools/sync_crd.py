@@ -2,7 +2,7 @@
 
 A chart can only read files inside its own folder, so charts/scoring-fleet/files/ holds a byte-for-byte
 copy that templates/crd.yaml renders; fleet_operator/ holds another, package data that the operator's
-parser reads its defaults and bounds from (fleet_operator/crd.py). Run this after editing the CRD;
+parser reads its defaults and bounds from (fleet_operator/spec/crd.py). Run this after editing the CRD;
 `--check` exits 1 when a copy is stale (the packaging and operator tests assert the same).
 
     python tools/sync_crd.py [--check]

@@ -10,7 +10,7 @@ import math
 from datetime import datetime, timedelta
 
 from fleet_operator.autoscaling.history import History, Recommendation, ScaleEvent
-from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingRules
+from fleet_operator.spec.autoscaling import AutoscalingSpec, ScalingRules
 
 # ---- stabilization windows (horizontal.go's stabilizeRecommendationWithBehaviors) ----
 

@@ -20,7 +20,6 @@ from fleet_operator.autoscaling.behavior import (
 )
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.replicas import classify_pod, raw_replicas
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import (
     Condition,
     Decision,
@@ -30,6 +29,7 @@ from fleet_operator.autoscaling.values import (
     RawResult,
 )
 from fleet_operator.autoscaling.zero import at_zero, guard_zero
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 
 # ---- our guards, conditions, and the whole decision ----
 

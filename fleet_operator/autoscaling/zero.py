@@ -8,8 +8,8 @@ gateway's count is unknown or a request waits.
 """
 from __future__ import annotations
 
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import GatewayDemand
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 
 NO_GATEWAY = GatewayDemand(None, "the fleet has no gateway")
 

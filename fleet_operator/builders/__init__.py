@@ -34,7 +34,7 @@ from fleet_operator.builders.pdb import build_pdb
 from fleet_operator.builders.scaled_object import build_scaled_object, scaled_object_params
 from fleet_operator.builders.service import build_service
 from fleet_operator.names import gateway_name
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 # The gateway's children, in creation order (its pods need the ServiceAccount first).
 GATEWAY_BUILDERS = (build_gateway_service_account, build_gateway_role, build_gateway_role_binding,

@@ -21,7 +21,7 @@ from fleet_operator.builders.pods import (
     scrape_annotations,
 )
 from fleet_operator.names import fleet_labels, selector_labels
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 from scoringfleet_contract.facts import HEALTH_GENERATE_PATH, HEALTH_PATH, SERVER_SHUTDOWN_S
 
 GPU_RESOURCE = "nvidia.com/gpu"

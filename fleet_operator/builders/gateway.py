@@ -27,7 +27,7 @@ from fleet_operator.names import (
     gateway_selector_labels,
     serves_selector_labels,
 )
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
 
 CONTAINER_NAME = "gateway"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.names import gateway_labels, gateway_name
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 # What the gateway reads (gateway/kube_watch.py: list, then watch, of pods by label).

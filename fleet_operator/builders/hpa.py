@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingRules
 from fleet_operator.names import API_VERSION, KIND, fleet_labels
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.autoscaling import AutoscalingSpec, ScalingRules
+from fleet_operator.spec.fleet import FleetSpec
 
 # Adapter-renamed series (Prometheus names cannot carry ':' through the custom metrics API):
 # running + waiting sequences per pod, see docs/operator.md for the adapter rule.

@@ -26,7 +26,7 @@ from fleet_operator.names import (
     selector_labels,
     serves_selector_labels,
 )
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 NETWORKING_API = "networking.k8s.io/v1"
 # Every namespace carries this label (set by the API server since Kubernetes 1.21).

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.names import fleet_labels, selector_labels
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 
 def build_pdb(fleet: FleetSpec) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 from scoringfleet_contract.facts import API_KEY_ENV
 
 RUN_AS_UID = 65532  # the image's non-root user

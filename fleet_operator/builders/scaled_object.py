@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet_operator.builders.hpa import hpa_behavior
-from fleet_operator.fields import is_http_url
+from fleet_operator.context import is_http_url
 from fleet_operator.names import API_VERSION as FLEET_API_VERSION, KIND as FLEET_KIND, fleet_labels
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 API_VERSION = "keda.sh/v1alpha1"
 KIND = "ScaledObject"
@@ -34,7 +34,7 @@ class ScaledObjectParams:
     name, namespace: the ScoringFleet's (the ScaledObject takes its name and namespace).
     min_replicas, max_replicas: as parsed, which holds the spec's cross-field rules (min >= 1 in
     keda mode: a fleet at 0 pods has no load series, which this trigger reads as an error, so it
-    could never wake; min <= max): autoscaling/spec.py checks them, once; not again here.
+    could never wake; min <= max): spec/autoscaling.py checks them, once; not again here.
     target_load_per_replica > 0: running + queued sequences per pod (the trigger's AverageValue).
     prometheus_address: base URL of the Prometheus (or compatible query API) evaluating the rules.
     behavior: an autoscaling/v2 HPA `behavior` ({"scaleUp": ..., "scaleDown": ...}), or None for

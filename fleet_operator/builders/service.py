@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet_operator.names import fleet_labels, selector_labels
-from fleet_operator.spec import FleetSpec
+from fleet_operator.spec.fleet import FleetSpec
 
 
 def build_service(fleet: FleetSpec) -> dict[str, Any]:

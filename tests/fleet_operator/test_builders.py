@@ -15,7 +15,7 @@ from fleet_operator.builders import (
     format_quantity,
     server_args,
 )
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
 
 K8S_VERSION = "1.33.0"

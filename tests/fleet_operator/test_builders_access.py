@@ -11,7 +11,7 @@ from fleet_operator.builders.deployment import build_deployment
 from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.builders.network_policy import build_gateway_network_policy, build_network_policy
 from fleet_operator.context import OperatorConfig
-from fleet_operator.spec import SpecError, parse_fleet
+from fleet_operator.spec.fleet import SpecError, parse_fleet
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 
 FLEET_LABEL = "scoring.fleet.dev/fleet"

@@ -7,7 +7,6 @@ import dataclasses
 import kubernetes_validate
 import pytest
 
-from fleet_operator import crd
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.builders.deployment import build_deployment
 from fleet_operator.builders.gateway import (
@@ -21,7 +20,8 @@ from fleet_operator.builders.gateway_rbac import (
     build_gateway_service_account,
 )
 from fleet_operator.context import OperatorConfig
-from fleet_operator.spec import SpecError, parse_fleet
+from fleet_operator.spec import crd
+from fleet_operator.spec.fleet import SpecError, parse_fleet
 from gateway.config import POLICIES  # the operator never imports the gateway; a test may
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 

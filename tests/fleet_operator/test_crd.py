@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import CEL_MESSAGES, EXAMPLES, load_crd, load_yaml, schema_errors
 
 

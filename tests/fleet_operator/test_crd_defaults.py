@@ -1,6 +1,6 @@
 """One schema source: every default in the CRD is the one the operator applies, and a minimal fleet's
 Deployment carries them field by field. The parser reads them from the CRD shipped in the package
-(fleet_operator/crd.py), which tools/sync_crd.py keeps identical to crds/scoringfleet.yaml."""
+(fleet_operator/spec/crd.py), which tools/sync_crd.py keeps identical to crds/scoringfleet.yaml."""
 from __future__ import annotations
 
 import copy
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from fleet_operator import crd
 from fleet_operator.builders import build_deployment
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec import crd
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import ROOT, load_crd, load_yaml
 from tools import sync_crd
 

@@ -74,7 +74,7 @@ def test_covers(desired, actual, path, same):
 
 def test_what_keda_writes_on_the_scaled_object_is_not_drift():
     from fleet_operator.builders import build_scaled_object, scaled_object_params
-    from fleet_operator.spec import parse_fleet
+    from fleet_operator.spec.fleet import parse_fleet
     fleet = parse_fleet("x", "ns", {"model": {"source": "m"}, "image": "i", "autoscaling": {
         "enabled": True, "mode": "keda", "keda": {"prometheusAddress": "http://p:9090"}}})
     desired = build_scaled_object(scaled_object_params(fleet))

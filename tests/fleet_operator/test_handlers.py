@@ -6,7 +6,7 @@ import pytest
 
 from fleet_operator import kube
 from fleet_operator.__main__ import make_registry, make_settings
-from fleet_operator.context import OperatorConfig
+from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.handlers import _api_errors, backoff_s
 from fleet_operator.reconcile import owner_fleet
 from fleet_operator.tick import TICK_S
@@ -136,4 +136,7 @@ def test_the_autoscale_timer_runs_only_for_native_fleets(autoscaling, active):
     [timer] = [h for h in make_registry(OperatorConfig())._spawning.get_all_handlers()
                if h.id == "autoscale"]
     assert timer.interval == TICK_S
-    assert timer.when(spec={"autoscaling": autoscaling}) is active
+    # kopf's copy goes through the one parse, with the operator's config from the memo
+    memo = kopf.Memo(context=OperatorContext(api=None, config=OperatorConfig()))
+    spec = {"model": {"source": "m"}, "image": "i", "autoscaling": autoscaling}
+    assert timer.when(name="q", namespace="ns", spec=spec, memo=memo) is active

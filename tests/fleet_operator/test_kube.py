@@ -11,7 +11,7 @@ import pytest
 
 from fleet_operator import kube
 from fleet_operator.builders import build_service
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml
 
 NOW = datetime(2026, 11, 29, 18, 0, tzinfo=timezone.utc)

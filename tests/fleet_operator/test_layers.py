@@ -117,7 +117,7 @@ def test_no_arrow_points_back_up_between_fleet_operators_entries():
         ready = sorted(e for e, targets in arrows.items() if e not in placed and targets <= set(placed))
         assert ready, f"a circle among {sorted(set(arrows) - set(placed))}"
         placed += ready
-    assert arrows["autoscaling"] <= {"crd", "fields", "clock"}  # the pure decision reads no I/O module
+    assert arrows["autoscaling"] <= {"spec", "clock"}  # the pure decision reads no I/O module
 
 
 def test_nothing_imports_the_handlers_but_the_entry_point():

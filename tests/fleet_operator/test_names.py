@@ -9,7 +9,7 @@ import pytest
 from fleet_operator import names
 from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.clock import format_time, parse_time
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from kube_emulator.selectors import format_match_labels, parse_label_selector
 from tests.fleet_operator.crd_schema import ROOT, load_crd
 

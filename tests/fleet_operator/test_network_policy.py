@@ -13,7 +13,7 @@ import pytest
 
 from fleet_operator.builders import build_children
 from fleet_operator.context import OperatorConfig
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.test_builders import IMAGE
 
 NS_LABEL = "kubernetes.io/metadata.name"

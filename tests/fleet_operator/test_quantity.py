@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
-from fleet_operator.quantity import parse_quantity
+from fleet_operator.spec.quantity import parse_quantity
 
 SAME = ["4", "16Gi", "0.5", "500m", "1e3", "1E", "1.5Gi", 2, 0.5, "1k", "1K", "-1", "1u", "12n",
         "1Ki", "1e3Mi", "100M", "2Ti"]

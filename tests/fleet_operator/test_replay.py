@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet_operator.autoscaling.spec import DEFAULT_SCALE_DOWN, ScalingPolicy
 from fleet_operator.replay import Fleet, main, replay, spec_from_trace
+from fleet_operator.spec.autoscaling import DEFAULT_SCALE_DOWN, ScalingPolicy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "step-load.json"
 

@@ -7,7 +7,7 @@ import kubernetes_validate
 import pytest
 
 from fleet_operator.builders import build_deployment
-from fleet_operator.spec import ConfigMapKeyRef, SpecError, parse_fleet
+from fleet_operator.spec.fleet import ConfigMapKeyRef, SpecError, parse_fleet
 from server.config import parse_args
 
 BASE = {"model": {"source": "Qwen/Qwen3-Reranker-0.6B"}, "image": "registry.example/scoring-fleet:1"}

@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 
 from fleet_operator.builders import build_deployment
-from fleet_operator.spec import SpecError, parse_fleet
+from fleet_operator.spec.fleet import SpecError, parse_fleet
 from tests.fleet_operator.crd_schema import ROLLOUT_CEL_MESSAGE, ROOT, load_crd, load_yaml, schema_errors
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 

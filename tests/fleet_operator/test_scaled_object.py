@@ -17,7 +17,7 @@ from fleet_operator.builders.hpa import hpa_behavior
 from fleet_operator.builders.scaled_object import ScaledObjectParams, build_scaled_object, scaled_object_params
 from fleet_operator.context import OperatorConfig
 from fleet_operator.names import fleet_labels
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import to_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,7 +154,7 @@ def test_builder_module_imports_no_client_library_only_pure_operator_modules():
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert {m.split(".")[0] for m in imported}.isdisjoint({"kopf", "kubernetes", "aiohttp", "httpx"})
     assert {m for m in imported if m.startswith("fleet_operator")} == {
-        "fleet_operator.builders.hpa", "fleet_operator.fields", "fleet_operator.names", "fleet_operator.spec"}
+        "fleet_operator.builders.hpa", "fleet_operator.context", "fleet_operator.names", "fleet_operator.spec.fleet"}
 
 
 # --- from a FleetSpec: what build_children renders in keda mode ---

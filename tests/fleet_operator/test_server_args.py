@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_operator.builders import build_deployment
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from server.config import parse_args
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
 

@@ -1,12 +1,11 @@
-"""spec.py: CR spec -> FleetSpec with defaults, or SpecError with a message naming the field."""
+"""spec/fleet.py: CR spec -> FleetSpec with defaults, or SpecError with a message naming the field."""
 from __future__ import annotations
 
 import pytest
 
-from fleet_operator.autoscaling.spec import AutoscalingSpec
-from fleet_operator.context import OperatorConfig
-from fleet_operator.fields import is_http_url
-from fleet_operator.spec import (
+from fleet_operator.context import OperatorConfig, is_http_url
+from fleet_operator.spec.autoscaling import AutoscalingSpec
+from fleet_operator.spec.fleet import (
     GatewaySpec,
     ModelSpec,
     ResourceSpec,

@@ -8,10 +8,10 @@ import pytest
 
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.clock import format_time as rfc3339
 from fleet_operator.gateway_status import gateway_status
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 from fleet_operator.status import (
     NATIVE_ONLY_FIELDS,
     OWNED_CONDITIONS,

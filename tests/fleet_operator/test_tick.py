@@ -14,15 +14,16 @@ import pytest
 from fleet_operator import handlers, kube
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
-from fleet_operator.context import OperatorContext
+from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 from fleet_operator.tick import (
     DeploymentMissing,
     autoscale_fleet,
     event_for,
     is_due,
+    native_fleet,
     scrape_timeout_s,
 )
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml, schema_errors
@@ -51,11 +52,35 @@ def decided_at(at: datetime) -> dict:
     ({"scrapeIntervalSeconds": 1}, decided_at(T0), T0 + timedelta(seconds=0.4), False),
     ({}, decided_at(T0), T0 + timedelta(seconds=4), False),  # default interval 5 s
     ({"scrapeIntervalSeconds": 5}, {"lastDecision": {"time": "yesterday"}}, T0, True),
-    ({"scrapeIntervalSeconds": 0}, {}, T0, False),  # invalid: the reconciler reports it
 ], ids=["never-decided", "too-soon", "interval-passed", "half-tick-early", "too-early",
-        "default-interval", "garbage-time", "invalid-spec"])
+        "default-interval", "garbage-time"])
 def test_is_due(autoscaling, status, now, due):
-    assert is_due({"autoscaling": autoscaling}, status, now) is due
+    fleet = native_fleet("qwen", "ns", {"model": {"source": "m"}, "image": "i",
+                                        "autoscaling": {"enabled": True, **autoscaling}}, OperatorConfig())
+    assert is_due(fleet, status, now) is due
+
+
+PROM = "http://prometheus.monitoring.svc:9090"
+
+
+@pytest.mark.parametrize("spec,native", [
+    ({}, False),
+    ({"autoscaling": {"enabled": False}}, False),
+    ({"autoscaling": {"enabled": True}}, True),  # mode defaults to native
+    ({"autoscaling": {"enabled": True, "mode": "native"}}, True),
+    ({"autoscaling": {"enabled": True, "mode": "hpa"}}, False),
+    ({"autoscaling": {"enabled": True, "mode": "keda", "keda": {"prometheusAddress": PROM}}}, False),
+    ({"autoscaling": {"enabled": True, "mode": "keda"}}, False),  # no address: invalid, not native
+    ({"autoscaling": {"enabled": "true"}}, False),  # not a boolean: the reconciler rejects it
+    ({"autoscaling": []}, False),
+    ({"autoscaling": {"enabled": True, "scrapeIntervalSeconds": 0}}, False),  # invalid: never due
+    ({"autoscaling": {"enabled": True}, "image": None}, False),  # invalid elsewhere: not sized either
+], ids=["no-autoscaling", "disabled", "default-mode", "native", "hpa", "keda", "keda-no-address",
+        "string-true", "not-an-object", "invalid-interval", "invalid-fleet"])
+def test_only_a_valid_natively_autoscaled_fleet_is_ticked(spec, native):
+    # kopf's copy goes through the one parse, as the tick's fresh read does
+    fleet = native_fleet("qwen", "ns", {"model": {"source": "m"}, "image": "i", **spec}, OperatorConfig())
+    assert (fleet is not None) is native
 
 
 @pytest.mark.parametrize("interval_s,timeout_s", [(1, 0.5), (2, 1.0), (5, 2.0), (60, 2.0)],

@@ -123,7 +123,7 @@ def test_the_operator_holds_every_right_it_grants_the_gateway(render):
     # Kubernetes' RBAC escalation rule: a Role (and its binding) may only be created by one who
     # holds every right it grants (or `escalate` / `bind`, which the operator is not given).
     from fleet_operator.builders.gateway_rbac import build_gateway_role
-    from fleet_operator.spec import parse_fleet
+    from fleet_operator.spec.fleet import parse_fleet
 
     fleet = parse_fleet("f", "team-a", {"model": {"source": "m"}, "image": "i",
                                         "gateway": {"enabled": True}})

@@ -17,7 +17,7 @@ import pytest
 from fleet_operator.builders import build_deployment
 from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.context import OperatorConfig
-from fleet_operator.spec import parse_fleet
+from fleet_operator.spec.fleet import parse_fleet
 from tests.fleet_operator.crd_schema import EXAMPLES, load_yaml
 from tests.packaging.helm_tool import by_kind
 from tests.reliability.pss import RULES, violations

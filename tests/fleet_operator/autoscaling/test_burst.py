@@ -17,8 +17,8 @@ import pytest
 
 from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 
 START = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 INTERVAL_S = 15  # the HPA's sync period, and the default rate policies' period

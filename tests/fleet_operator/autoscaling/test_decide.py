@@ -21,8 +21,8 @@ from fleet_operator.autoscaling.history import (
     history_from_status,
     history_to_status,
 )
-from fleet_operator.autoscaling.spec import AutoscalingSpec, ScalingPolicy, ScalingRules
 from fleet_operator.autoscaling.values import GatewayDemand, PodSample
+from fleet_operator.spec.autoscaling import AutoscalingSpec, ScalingPolicy, ScalingRules
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 SPEC = AutoscalingSpec(enabled=True, min_replicas=1, max_replicas=20, target_load_per_replica=32.0)

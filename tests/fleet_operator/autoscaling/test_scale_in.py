@@ -19,10 +19,10 @@ from fleet_operator.autoscaling.scale_in import (
     pods_expected_to_go,
     with_pods_to_go,
 )
-from fleet_operator.autoscaling.spec import AutoscalingSpec
 from fleet_operator.autoscaling.values import PodSample, PodVerdict
 from fleet_operator.context import OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
+from fleet_operator.spec.autoscaling import AutoscalingSpec
 from tests.fleet_operator.loopback import pod_ip
 from tests.fleet_operator.test_tick import (
     NAME,

@@ -1,20 +1,19 @@
-"""autoscaling/spec.py: spec.autoscaling -> AutoscalingSpec (camelCase, the CRD's defaults), is_native()."""
+"""spec/autoscaling.py: spec.autoscaling -> AutoscalingSpec (camelCase, the CRD's defaults)."""
 from __future__ import annotations
 
 import pytest
 
-from fleet_operator.autoscaling.spec import (
+from fleet_operator.context import OperatorConfig
+from fleet_operator.spec.autoscaling import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     AutoscalingSpec,
     KedaSpec,
     ScalingPolicy,
     ScalingRules,
-    is_native,
     parse_autoscaling,
 )
-from fleet_operator.context import OperatorConfig
-from fleet_operator.spec import SpecError, parse_fleet
+from fleet_operator.spec.fleet import SpecError, parse_fleet
 
 MODEL = {"source": "Qwen/Qwen3-0.6B"}
 IMAGE = "registry.example/scoring-fleet:1"
@@ -60,22 +59,6 @@ def test_parse_autoscaling_alone_reads_what_parse_fleet_reads():
 def test_parse_autoscaling_names_the_given_path_in_errors():
     with pytest.raises(SpecError, match=r"^autoscaling\.minReplicas \(3\) must be <= maxReplicas"):
         parse_autoscaling({"minReplicas": 3, "maxReplicas": 2}, "autoscaling")
-
-
-@pytest.mark.parametrize("spec,native", [
-    ({}, False),
-    ({"autoscaling": {"enabled": False}}, False),
-    ({"autoscaling": {"enabled": True}}, True),  # mode defaults to native
-    ({"autoscaling": {"enabled": True, "mode": "native"}}, True),
-    ({"autoscaling": {"enabled": True, "mode": "hpa"}}, False),
-    ({"autoscaling": {"enabled": True, "mode": "keda", "keda": {"prometheusAddress": PROM}}}, False),
-    ({"autoscaling": {"enabled": True, "mode": "keda"}}, False),  # no address: invalid, not native
-    ({"autoscaling": {"enabled": "true"}}, False),  # not a boolean: the reconciler rejects it
-    ({"autoscaling": []}, False),
-], ids=["no-autoscaling", "disabled", "default-mode", "native", "hpa", "keda", "keda-no-address",
-        "string-true", "not-an-object"])
-def test_is_native(spec, native):
-    assert is_native(spec) is native
 
 
 def keda(fields=None, default_address=None, **autoscaling):

@@ -1,4 +1,4 @@
-"""spec.autoscaling of a ScoringFleet: the frozen AutoscalingSpec, its parsing, and is_native().
+"""spec.autoscaling of a ScoringFleet: the frozen AutoscalingSpec and its parsing.
 
 Field names follow Kubernetes' autoscaling/v2 HPA behavior types; units are in the names. Every
 default, bound and enum comes from the CRD (crd.py); only the rate policies' defaults, which the CRD
@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleet_operator import crd
-from fleet_operator.fields import Fields, SpecError, is_http_url
+from fleet_operator.context import is_http_url
+from fleet_operator.spec import crd
+from fleet_operator.spec.fields import Fields, SpecError
 from scoringfleet_contract.facts import PROMETHEUS_ADDRESS_ENV
 
 PolicyType = Literal["Pods", "Percent"]
@@ -147,18 +148,6 @@ def _parse_keda(keda: Fields, default_address: str | None) -> KedaSpec:
     if not is_http_url(address):
         raise SpecError(f"{keda.path}.prometheusAddress must be an http(s) URL, got {address!r}")
     return KedaSpec(prometheus_address=address, authentication_ref=keda.string("authenticationRef") or None)
-
-
-def is_native(spec: Mapping[str, Any] | None) -> bool:
-    """A raw fleet spec (kopf's copy) is natively autoscaled: it parses, and is_native says so.
-
-    An invalid autoscaling spec is not: the reconciler reports it, and a fix brings the fleet back.
-    """
-    raw = (spec or {}).get("autoscaling") if isinstance(spec, Mapping) else None
-    try:
-        return parse_autoscaling(raw).is_native
-    except SpecError:
-        return False
 
 
 def _parse_rules(rules: Fields, default: ScalingRules) -> ScalingRules:

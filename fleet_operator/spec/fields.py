@@ -12,22 +12,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from fleet_operator.quantity import parse_quantity
+from fleet_operator.spec.quantity import parse_quantity
 
 _PERCENT = re.compile(r"^[0-9]+%$")
 
 
 class SpecError(ValueError):
     """The spec cannot be honoured; the message is for the user (it ends up in a condition)."""
-
-
-def is_http_url(value: str | None) -> bool:
-    """An http(s) URL with a host: the one check of a Prometheus address (the operator's, a fleet's,
-    the ScaledObject's)."""
-    url = urlsplit(value or "")
-    return url.scheme in ("http", "https") and bool(url.netloc)
 
 
 def as_object(value: Any, path: str, required: bool = False) -> Mapping[str, Any]:

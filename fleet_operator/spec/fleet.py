@@ -2,7 +2,7 @@
 
 Defaults, bounds and enums are the CRD's (read through crd.py and fields.py, never restated); this
 module adds the checks the API server cannot do for us: names too long for the children,
-quantities, an image for GPU fleets. spec.autoscaling is autoscaling/spec.py's. Pure: no
+quantities, an image for GPU fleets. spec.autoscaling is autoscaling.py's. Pure: no
 Kubernetes calls, no clock.
 """
 from __future__ import annotations
@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_operator import crd, names
-from fleet_operator.autoscaling.spec import AutoscalingSpec, parse_autoscaling
+from fleet_operator import names
 from fleet_operator.context import OperatorConfig
-from fleet_operator.fields import Fields, SpecError, as_object, list_of_objects, string_map
-from fleet_operator.inference_pool_spec import InferencePoolSpec, parse_inference_pool
-from fleet_operator.network_spec import NetworkPolicySpec, parse_network_policy
-from fleet_operator.sources import (
+from fleet_operator.spec import crd
+from fleet_operator.spec.autoscaling import AutoscalingSpec, parse_autoscaling
+from fleet_operator.spec.fields import Fields, SpecError, as_object, list_of_objects, string_map
+from fleet_operator.spec.inference_pool import InferencePoolSpec, parse_inference_pool
+from fleet_operator.spec.network import NetworkPolicySpec, parse_network_policy
+from fleet_operator.spec.sources import (
     ConfigMapKeyRef,
     SecretKeyRef,
     VolumeSource,

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_operator import crd
-from fleet_operator.fields import Fields, SpecError
+from fleet_operator.spec import crd
+from fleet_operator.spec.fields import Fields, SpecError
 
 PATH = "spec.inferencePool"
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # a Service name

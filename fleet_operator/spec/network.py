@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_operator import crd
-from fleet_operator.fields import Fields, SpecError, list_of_objects
+from fleet_operator.spec import crd
+from fleet_operator.spec.fields import Fields, SpecError, list_of_objects
 
 PEER_KEYS = ("namespaceSelector", "podSelector", "ipBlock")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_operator.fields import SpecError, as_object
+from fleet_operator.spec.fields import SpecError, as_object
 
 # core/v1 VolumeSource's fields that can hold a model cache. Not configMap, secret, downwardAPI or
 # projected (size-limited API objects), nor the deprecated gitRepo.

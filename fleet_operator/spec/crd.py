@@ -1,8 +1,8 @@
 """The ScoringFleet CRD as shipped inside this package: the one source of the spec's defaults and bounds.
 
-scoringfleet.crd.yaml here is a byte-for-byte copy of crds/scoringfleet.yaml (tools/sync_crd.py
+fleet_operator/scoringfleet.crd.yaml is a byte-for-byte copy of crds/scoringfleet.yaml (tools/sync_crd.py
 writes it, `--check` and the tests keep it honest), loaded with importlib.resources so an installed
-package finds it too. The parser (spec.py, autoscaling/spec.py) reads every default, minimum,
+package finds it too. The parsers of this package read every default, minimum,
 maximum and enum from it instead of restating them. Pure: reads a package file, once.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ CRD_FILE = "scoringfleet.crd.yaml"
 @functools.cache
 def load_crd() -> Mapping[str, Any]:
     """The whole CustomResourceDefinition document."""
-    return yaml.safe_load(resources.files(__package__).joinpath(CRD_FILE).read_text("utf-8"))
+    return yaml.safe_load(resources.files("fleet_operator").joinpath(CRD_FILE).read_text("utf-8"))
 
 
 def spec_schema(*path: str) -> Mapping[str, Any]:
