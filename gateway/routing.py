@@ -24,7 +24,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import error_reply
 from gateway.intake import count_sequences, parse_body
 from gateway.metrics import GatewayMetrics
-from gateway.picker import pick
+from gateway.policies import RoutingPolicy, make_policy
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
 from gateway.tokens import NO_SHAPE, Shape, TextRatio, prompt_tokens, shape_of
 from gateway.waiting import WaitingRoom, WaitingRoomFull
@@ -53,11 +53,8 @@ class Router:
                  rng: random.Random | None = None) -> None:
         self.config, self.registry, self.waiting = config, registry, waiting
         self.metrics, self.session = metrics, session
-        self.rng = rng or random.Random()
-        self._turn = 0
-        # cache_aware: who holds which query (forget_workers: discovery drops those that leave,
-        # the registry those that may have restarted)
-        self.holders = affinity.QueryHolders(config.max_tracked_queries)
+        # the one object that knows the policy (its state: a turn, or who holds which query)
+        self.policy: RoutingPolicy = make_policy(config, rng)
         self.text_ratio = TextRatio()  # characters per token of text requests, from the answers
 
     def choose(self, exclude: Collection[str] = (), key: str | None = None,
@@ -69,27 +66,14 @@ class Router:
 
     def _choose(self, exclude: Collection[str], key: str | None, shape: Shape) -> affinity.Choice | None:
         fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
-        size = self.text_ratio.size(shape)
-        if self.config.policy == "cache_aware":
-            # A draining worker's load falls to 0: it would win as a holder and as the lightest.
-            serving = [w for w in fresh if not w.draining] or fresh
-            choice = affinity.choose(key, self.holders.get(key), serving, size, self.config.recompute_charge)
-            if choice.worker is None:
-                return None
+        choice = self.policy.choose(fresh, key, self.text_ratio.size(shape), is_retry=bool(exclude))
+        if choice is not None and choice.outcome:  # cache_aware's outcomes only
             self.metrics.affinity.labels(outcome=choice.outcome).inc()
-            if key is not None:  # it is computing the query from now on
-                self.holders.add(key, choice.worker.url)
-            return choice
-        worker = pick(fresh, self.config.policy, self.rng, self._turn)
-        if worker is None:
-            return None
-        if not exclude:
-            self._turn += 1
-        return affinity.Choice(worker, "", cost_tokens=size.cost(False))
+        return choice
 
     def forget_workers(self, urls) -> None:
         """Workers that left the rotation or may have restarted: their queries go with them."""
-        self.holders.forget(urls)
+        self.policy.forget(urls)
 
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
                     path: str = "/v1/score", key: str | None = None, shape: Shape = NO_SHAPE) -> Upstream:
@@ -190,7 +174,7 @@ class Router:
     def _learn(self, choice: affinity.Choice, request: Request, answer: Upstream, took_s: float) -> None:
         """An answered request: how far its predicted finish was off, and (text) the characters
         per token its worker counted."""
-        if self.config.policy == "cache_aware" and choice.finish_s > 0:
+        if choice.finish_s > 0:  # a prediction was made (cache_aware)
             self.metrics.finish_estimate.observe(took_s / choice.finish_s)
         if request.shape.is_text:
             self.text_ratio.learn(request.shape, prompt_tokens(answer.body))
