@@ -122,7 +122,7 @@ class GatewayConfig:
         "cache_aware: queries remembered with their workers (least recently routed out first)"))
 
     def __post_init__(self) -> None:
-        self.fleets  # noqa: B018 - checked once here (ValueError with the flag's name)
+        parse_fleets(self.worker_urls, self.fleet, self.fleet_model)  # ValueError with the flag's name
         if not 0 < self.port < 65536:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         if self.policy not in get_args(Policy):

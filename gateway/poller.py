@@ -6,6 +6,7 @@ unknown, then every KEY_RECHECK_S while it refuses it. A worker that serves is a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -85,7 +86,8 @@ class Poller:
 
     async def _ask_models(self, url: str) -> None:
         """Once per worker process (its /v1/models is fixed at its start): the ids it serves, its
-        adapters among them. A failure is asked again at the next poll."""
+        adapters among them. A failure that may pass (no connection, a timeout, a 5xx: loading) is
+        asked again at the next poll; a 4xx or a body that is no list is an answer: no models."""
         worker = self.registry.get(url)
         if worker is None or worker.models is not None:
             return
@@ -93,10 +95,17 @@ class Poller:
         try:
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
             async with self.session.get(f"{url}/v1/models", headers=headers, timeout=timeout) as response:
-                response.raise_for_status()
-                listing = parse_listing(await response.json(content_type=None))
-        except (TimeoutError, aiohttp.ClientError, ValueError) as error:
+                body = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as error:
             log.debug("%s/v1/models: %s", url, describe_error(error))
+            return
+        if response.status >= 500:
+            return
+        try:
+            listing = parse_listing(json.loads(body) if response.status == 200 else None)
+        except ValueError as error:  # not JSON (json.JSONDecodeError) or not a list
+            log.info("%s/v1/models lists no model (HTTP %s: %s)", url, response.status, error)
+            self.registry.record_models(url, ())
             return
         self.registry.record_models(url, listing.ids)
         if self.on_models is not None:

@@ -1,7 +1,8 @@
 """A fleet in-process over real HTTP on loopback (workers faked at the network boundary: aiohttp
 servers answering /get_load, /v1/models and /v1/score): its poller learns each worker's models,
 the fleet owns their names, and a request that names an adapter goes to the workers that list it
-(vLLM's /v1/models shape: an adapter is an entry with a `parent`), any worker when none does."""
+(vLLM's /v1/models shape: an adapter is an entry with a `parent`), any worker when none does; a
+worker is asked its models until it answers, once."""
 from __future__ import annotations
 
 import asyncio
@@ -80,3 +81,39 @@ def test_a_request_for_an_adapter_goes_to_the_workers_that_list_it():
 def test_an_adapter_no_worker_lists_goes_to_any_worker_of_its_fleet():
     scored, _ = asyncio.run(route_all({"one": [BASE], "two": [BASE]}, ["base:other"] * 20))
     assert scored["one"] > 0 and scored["two"] > 0 and scored.total() == 20
+
+
+def test_a_worker_without_a_models_list_is_asked_once_and_one_that_is_loading_again():
+    asked: Counter = Counter()
+    answers = {"none": [404], "loading": [503, 503, 200]}  # then the last one, again and again
+
+    def models(name):
+        async def handler(_: web.Request) -> web.Response:
+            asked[name] += 1
+            status = answers[name][min(asked[name], len(answers[name])) - 1]
+            return web.json_response({"object": "list", "data": [BASE]} if status == 200 else {}, status=status)
+        return handler
+
+    async def main():
+        servers = {}
+        for name in answers:
+            app = web.Application()
+            app.router.add_get("/get_load", lambda _: web.json_response([{"num_reqs": 0}]))
+            app.router.add_get("/v1/models", models(name))
+            servers[name] = TestServer(app)
+            await servers[name].start_server()
+        urls = {name: str(server.make_url("")).rstrip("/") for name, server in servers.items()}
+        config = GatewayConfig(fleet=(f"f={','.join(urls.values())}",), load_interval_s=0.02)
+        async with aiohttp.ClientSession() as session:
+            fleet = build_fleet(FleetSource("f", tuple(urls.values())), config, session, GatewayMetrics())
+            fleet.set_rotation(urls.values())
+            await asyncio.sleep(0.5)  # ~25 polls of each
+            await fleet.poller.stop()
+            found = {name: fleet.registry.get(url).models for name, url in urls.items()}
+        for server in servers.values():
+            await server.close()
+        return found, fleet.names.names()
+
+    found, names = asyncio.run(main())
+    assert found == {"none": frozenset(), "loading": frozenset({"base"})} and names == ("base",)
+    assert asked == {"none": 1, "loading": 3}  # never again once answered
