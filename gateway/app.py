@@ -3,10 +3,12 @@
 Routes: POST /v1/score, /v1/rerank, /v2/rerank, /rerank, /score, /classify and /v1/classify (the
 door's checks, then the Router), /health
 (process up), /ready and /health_generate (at least one usable worker), /metrics, /v1/models and
-/get_server_info (a ready worker's answer, model_info.py). Every error is the gateway's JSON body
-and every client answer is counted (errors.error_middleware). Startup builds the upstream session,
-the registry, the poller and discovery (static URLs or the pod watch); cleanup stops them in
-reverse.
+/get_server_info (a ready worker's answer, model_info.py). A scoring request goes to the fleet that
+serves its model (fleets.Fleets.route: the `x-gateway-model-name` header, else the body's `model`),
+a model no fleet serves is a 404 naming the served ones. Every error is the gateway's JSON body
+and every client answer is counted, by the model it resolved to (errors.error_middleware). Startup
+builds the upstream session and each fleet (fleets.build_fleet) with its discovery (static URLs or
+the pod watch); cleanup stops them in reverse.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from fleet_operator.names import FLEET_LABEL  # the API's names: a module of con
 from gateway.affinity import query_key
 from gateway.config import GatewayConfig
 from gateway.errors import Refusal, as_response, error_middleware, error_reply
+from gateway.fleets import Fleets, build_fleet
 from gateway.intake import (
     check_head,
     content_encoding,
@@ -33,23 +36,23 @@ from gateway.intake import (
 )
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
-from gateway.model_info import INFO_PATHS, ask_a_worker
-from gateway.poller import Poller
-from gateway.routing import Router
+from gateway.model_info import INFO_PATHS, ask_a_worker, list_models
+from gateway.served import requested_model
 from gateway.tokens import shape_of
-from gateway.transitions import TransitionLog
-from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry, WorkerState
 from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
 
-ROUTER = web.AppKey("router", Router)
+FLEETS = web.AppKey("fleets", Fleets)
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+METRICS = web.AppKey("metrics", GatewayMetrics)
+MODEL = "model"  # the request's key for the served name it resolved to (the metrics' label)
 # The other engines' scoring paths a worker serves for a classifier (TEI's /rerank, vLLM's /score and
 # /classify, SGLang's /v1/classify) go the same way as /v1/score.
 SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank", "/rerank", "/score", "/classify", "/v1/classify")
 
 
 def create_app(config: GatewayConfig) -> web.Application:
-    app = web.Application(middlewares=[error_middleware(lambda status, s: count_answer(app, status, s))])
+    app = web.Application(middlewares=[error_middleware(lambda status, s, model: count_answer(app, status, s, model))])
     app.cleanup_ctx.append(lambda app: _lifetime(app, config))
 
     async def score(request: web.Request) -> web.Response:
@@ -59,44 +62,67 @@ def create_app(config: GatewayConfig) -> web.Application:
         body = decode_body(await read_body(request.content, config.max_request_bytes),
                            content_encoding(request.headers), config.max_request_bytes)
         payload = parse_body(body)
-        reply = await request.app[ROUTER].route(
+        model = requested_model(request.headers, payload)
+        found = request.app[FLEETS].route(model)
+        if found is None:
+            raise Refusal(404, request.app[FLEETS].unknown(model))
+        fleet, route = found
+        request[MODEL] = route.label
+        reply = await fleet.router.route(
             body, upstream_headers(request.headers, config.api_key), count_sequences(payload),
-            request.path, query_key(payload), shape_of(payload))
+            request.path, query_key(payload), shape_of(payload), route.adapter)
         return as_response(reply)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)
 
-    async def ready(request: web.Request) -> web.Response:
-        registry = request.app[ROUTER].registry
-        if registry.fresh(time.monotonic()):
-            return web.Response(status=200)
-        return as_response(error_reply(503, f"not ready: {unready_reason(registry)}"))
-
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=request.app[ROUTER].metrics.render(),
-                            headers={"Content-Type": CONTENT_TYPE})
-
-    async def model_info(request: web.Request) -> web.Response:
-        router = request.app[ROUTER]
-        return as_response(await ask_a_worker(router.registry, router.session, request.path,
-                                              upstream_headers(request.headers, config.api_key),
-                                              config.poll_timeout_s))
+        return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
     # A rerank is a score request on the worker (its documents the items): the same door and router.
     app.add_routes([web.post(path, score) for path in SCORING_PATHS])
     app.add_routes([web.get("/health", health),
                     web.get("/ready", ready), web.get("/health_generate", ready),
                     web.get("/metrics", metrics),
-                    *(web.get(path, model_info) for path in INFO_PATHS)])
+                    *(web.get(path, model_info(config)) for path in INFO_PATHS)])
     return app
 
 
-def count_answer(app: web.Application, status: int, duration_s: float = 0.0) -> None:
-    """One answer to a client, by status, after `duration_s` (also those made before the router
-    exists; a connection refused at the cap has no request and takes 0)."""
-    if ROUTER in app:
-        app[ROUTER].metrics.observe_answer(status, duration_s)
+async def ready(request: web.Request) -> web.Response:
+    """/ready and /health_generate: 200 while some fleet has a usable worker, else 503 with why."""
+    fleets = list(request.app[FLEETS])
+    if any(fleet.registry.fresh(time.monotonic()) for fleet in fleets):
+        return web.Response(status=200)
+    reasons = [unready_reason(fleet.registry) for fleet in fleets]
+    if len(fleets) > 1:
+        reasons = [f"{fleet.name}: {reason}" for fleet, reason in zip(fleets, reasons, strict=True)]
+    return as_response(error_reply(503, f"not ready: {'; '.join(reasons)}"))
+
+
+def model_info(config: GatewayConfig):
+    """The handler of GET /v1/models (every fleet's models, model_info.list_models) and
+    /get_server_info (the first fleet with a ready worker: the server's arguments are per fleet)."""
+    started = int(time.time())  # /v1/models' `created` for a model no ready worker listed
+
+    async def handler(request: web.Request) -> web.Response:
+        fleets, session = request.app[FLEETS], request.app[SESSION]
+        headers = upstream_headers(request.headers, config.api_key)
+        if request.path == "/v1/models":
+            return as_response(await list_models([(fleet.registry, fleet.names) for fleet in fleets], session,
+                                                 headers, config.poll_timeout_s, started))
+        now = time.monotonic()
+        fleet = next((fleet for fleet in fleets if fleet.registry.fresh(now)), fleets.first())
+        return as_response(await ask_a_worker(fleet.registry, session, request.path, headers,
+                                              config.poll_timeout_s))
+
+    return handler
+
+
+def count_answer(app: web.Application, status: int, duration_s: float = 0.0, model: str = "") -> None:
+    """One answer to a client, by status and model, after `duration_s` (also those made before the
+    fleets exist; a connection refused at the cap has no request and takes 0)."""
+    if METRICS in app:
+        app[METRICS].observe_answer(status, duration_s, model)
 
 
 def unready_reason(registry: WorkerRegistry) -> str:
@@ -117,30 +143,19 @@ UNREADY_STATES = ((WorkerState.UNAUTHORIZED, "reject the gateway's API key"),
 async def _lifetime(app: web.Application, config: GatewayConfig):
     connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
     session = aiohttp.ClientSession(connector=connector, json_serialize=json.dumps)
-    key_required = config.api_key is not None
-    registry = WorkerRegistry(config.stale_after_s, key_required=key_required,
-                              on_change=TransitionLog(config.stale_after_s, key_required).observe,
-                              on_new_process=lambda url: app[ROUTER].forget_workers([url]))
-    waiting = WaitingRoom(config.max_waiting_requests)
-    poller = Poller(registry, session, config.load_interval_s, config.poll_timeout_s,
-                    waiting.notify, config.api_key)
-    app[ROUTER] = Router(config, registry, waiting, GatewayMetrics(waiting, registry), session)
-
-    def set_rotation(urls) -> None:
-        _, removed = registry.set_urls(urls)
-        app[ROUTER].forget_workers(removed)
-        poller.sync()
-        waiting.notify()
-
-    watch = None
-    if config.fleet:
-        watch = PodWatch(config.fleet, config.namespace, FLEET_LABEL, set_rotation,
-                         asyncio.get_running_loop())
-        watch.start()
-    else:
-        set_rotation(config.worker_urls)
+    app[SESSION], app[METRICS] = session, GatewayMetrics()
+    app[FLEETS] = Fleets([build_fleet(source, config, session, app[METRICS]) for source in config.fleets])
+    watches = []
+    for fleet in app[FLEETS]:
+        if fleet.source.urls is None:  # discovered: its ready pods, watched
+            watches.append(PodWatch(fleet.name, config.namespace, FLEET_LABEL, fleet.set_rotation,
+                                    asyncio.get_running_loop()))
+            watches[-1].start()
+        else:
+            fleet.set_rotation(fleet.source.urls)
     yield
-    if watch is not None:
+    for watch in watches:
         watch.stop()
-    await poller.stop()
+    for fleet in app[FLEETS]:
+        await fleet.poller.stop()
     await session.close()

@@ -32,16 +32,66 @@ DEFAULT_BALANCE_ABS = 32
 DEFAULT_BALANCE_REL = 1.5
 NOT_USED = "not used: cache_aware routes by expected finish (docs/gateway.md); accepted for old command lines"
 DEFAULT_MAX_QUERIES = 65536  # ~250 bytes each: ~16 MiB at most
+DEFAULT_FLEET = "default"  # the one fleet of --worker-urls
+
+
+@dataclass(frozen=True)
+class FleetSource:
+    """One fleet as the command line gives it: its workers (urls; None: discovered by its name)
+    and the models it serves before any worker says."""
+
+    name: str
+    urls: tuple[str, ...] | None
+    models: tuple[str, ...] = ()
+
+
+def check_url(option: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{option}: {url!r} is not an http(s)://host:port URL")
+
+
+def parse_fleets(worker_urls: tuple[str, ...], fleets: tuple[str, ...],
+                 fleet_models: tuple[str, ...]) -> tuple[FleetSource, ...]:
+    """--worker-urls, --fleet and --fleet-model -> the fleets in --fleet order; ValueError with
+    the flag's name on anything wrong."""
+    if bool(worker_urls) == bool(fleets):
+        raise ValueError("give exactly one of --worker-urls or --fleet")
+    sources: dict[str, tuple[str, ...] | None] = {DEFAULT_FLEET: worker_urls} if worker_urls else {}
+    for given in fleets:
+        name, has_urls, urls = given.partition("=")
+        if not name or name in sources:
+            raise ValueError(f"--fleet: {given!r}: {'a name is required' if not name else 'that name twice'}")
+        sources[name] = tuple(url.rstrip("/") for url in urls.split(",")) if has_urls else None
+        if has_urls and not any(sources[name]):
+            raise ValueError(f"--fleet: {given!r} names no URL")
+    for url in (url for urls in sources.values() for url in urls or ()):
+        check_url("--worker-urls" if worker_urls else "--fleet", url)
+    models: dict[str, tuple[str, ...]] = {}
+    for given in fleet_models:
+        name, _, names = given.partition("=")
+        if name not in sources or not all(names.split(",")):
+            raise ValueError(f"--fleet-model: {given!r} is not NAME=MODEL[,MODEL...] for a fleet "
+                             f"given ({', '.join(sources)})")
+        models[name] = models.get(name, ()) + tuple(names.split(","))
+    return tuple(FleetSource(name, urls, models.get(name, ())) for name, urls in sources.items())
 
 
 @dataclass(frozen=True)
 class GatewayConfig:
     """Times are seconds. Exactly one of worker_urls or fleet says where the workers come from."""
 
-    worker_urls: tuple[str, ...] = field(default=(), metadata=flag("static workers", metavar="URL"))
-    fleet: str | None = field(default=None, metadata=flag(
-        "discover this ScoringFleet's ready pods (Kubernetes watch)"))
-    namespace: str = field(default="default", metadata=flag("the fleet's namespace (with --fleet)"))
+    worker_urls: tuple[str, ...] = field(default=(), metadata=flag(
+        f"static workers: one fleet named {DEFAULT_FLEET!r}", metavar="URL"))
+    fleet: tuple[str, ...] = field(default=(), metadata=flag(
+        "NAME: discover this ScoringFleet's ready pods (Kubernetes watch); NAME=URL[,URL...]: a static "
+        "fleet. Repeatable: a request goes to the fleet that serves its model (none named: the first)",
+        metavar="NAME[=URL,...]", action="append", nargs=None, default=None))
+    fleet_model: tuple[str, ...] = field(default=(), metadata=flag(
+        "NAME=MODEL[,MODEL...]: models fleet NAME serves, known before any of its workers answers "
+        "(a fleet at zero is routable); its workers' /v1/models add to them. Repeatable",
+        metavar="NAME=MODEL[,...]", action="append", nargs=None, default=None))
+    namespace: str = field(default="default", metadata=flag("the fleets' namespace (with --fleet NAME)"))
     host: str = field(default="127.0.0.1", metadata=flag("listen address (0.0.0.0 in a pod)"))
     port: int = 30080
     policy: Policy = field(default="power_of_two", metadata=flag(
@@ -72,12 +122,7 @@ class GatewayConfig:
         "cache_aware: queries remembered with their workers (least recently routed out first)"))
 
     def __post_init__(self) -> None:
-        if bool(self.worker_urls) == bool(self.fleet):
-            raise ValueError("give exactly one of --worker-urls or --fleet")
-        for url in self.worker_urls:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"--worker-urls: {url!r} is not an http(s)://host:port URL")
+        parse_fleets(self.worker_urls, self.fleet, self.fleet_model)  # ValueError with the flag's name
         if not 0 < self.port < 65536:
             raise ValueError(f"--port must be in 1..65535, got {self.port}")
         if self.policy not in get_args(Policy):
@@ -100,6 +145,11 @@ class GatewayConfig:
                 raise ValueError(f"{option} must be >= 1, got {count}")
         if problem := api_key_problem(self.api_key):
             raise ValueError(problem)
+
+    @property
+    def fleets(self) -> tuple[FleetSource, ...]:
+        """The fleets behind this gateway, in --fleet order (--worker-urls: one, `default`)."""
+        return parse_fleets(self.worker_urls, self.fleet, self.fleet_model)
 
     @property
     def stale_after_s(self) -> float:
@@ -131,6 +181,7 @@ def parse_args(argv: Sequence[str] | None = None,
     args = parser.parse_args(argv)
     fields = config_fields(args, GatewayConfig)
     fields["worker_urls"] = tuple(url.rstrip("/") for url in fields["worker_urls"])
+    fields["fleet"], fields["fleet_model"] = tuple(fields["fleet"] or ()), tuple(fields["fleet_model"] or ())
     if fields["api_key"] is None:  # an empty variable is no key
         fields["api_key"] = (os.environ if environ is None else environ).get(API_KEY_ENV) or None
     try:

@@ -60,10 +60,11 @@ def is_counted(request: web.BaseRequest) -> bool:
     return not (request.path in UNCOUNTED_PATHS and request.method in ("GET", "HEAD"))
 
 
-def error_middleware(count: Callable[[int, float], None]):
+def error_middleware(count: Callable[[int, float, str], None]):
     """aiohttp middleware: every error leaves as the gateway's JSON body (an HTTPException that
     aiohttp raised, a Refusal, anything unexpected: 500, logged), and every counted answer goes
-    to count(status, seconds since the request's head arrived)."""
+    to count(status, seconds since the request's head arrived, the model it resolved to: the
+    request's "model" entry, "" if none)."""
     @web.middleware
     async def middleware(request: web.Request, handler) -> web.StreamResponse:
         started_s = time.monotonic()
@@ -86,9 +87,9 @@ def error_middleware(count: Callable[[int, float], None]):
             response = as_response(error_reply(500, f"{type(error).__name__}: {error}"))
         except asyncio.CancelledError:  # the client hung up (connections.serve cancels then)
             if is_counted(request):
-                count(CLIENT_CLOSED, time.monotonic() - started_s)
+                count(CLIENT_CLOSED, time.monotonic() - started_s, request.get("model", ""))
             raise
         if is_counted(request):
-            count(response.status, time.monotonic() - started_s)
+            count(response.status, time.monotonic() - started_s, request.get("model", ""))
         return response
     return middleware

@@ -1,19 +1,25 @@
 """Poller: one task per worker in rotation, GET /get_load every load interval, answers and
 failures (with why) reported to the registry. Starts and stops tasks as the rotation changes (sync). With an
 API key, a worker that answers is also asked whether it takes the key (key_check.py): once while
-unknown, then every KEY_RECHECK_S while it refuses it."""
+unknown, then every KEY_RECHECK_S while it refuses it. A worker that serves is asked its GET
+/v1/models once per process (its ids to the registry, the listing to on_models: its fleet's names)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 from collections.abc import Callable
 
 import aiohttp
 
 from gateway.key_check import KEY_RECHECK_S, probe_key
+from gateway.served import Listing, parse_listing
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
 from scoringfleet_contract.facts import LOADING_HEADER
+
+log = logging.getLogger(__name__)
 
 
 def is_loading(headers) -> bool:
@@ -31,8 +37,9 @@ def parse_load(payload) -> int:
 class Poller:
     def __init__(self, registry: WorkerRegistry, session: aiohttp.ClientSession,
                  interval_s: float, timeout_s: float, on_change: Callable[[], None],
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, on_models: Callable[[Listing], None] | None = None) -> None:
         self.registry, self.session = registry, session
+        self.on_models = on_models  # a worker listed its models (the fleet learns its names)
         self.interval_s, self.timeout_s, self.on_change = interval_s, timeout_s, on_change
         self.api_key = api_key
         self._tasks: dict[str, asyncio.Task] = {}
@@ -73,7 +80,36 @@ class Poller:
             return
         self.registry.record_answer(url, num_reqs, mark, time.monotonic(), loading)
         await self._check_key(url)
+        if not loading:
+            await self._ask_models(url)
         self.on_change()
+
+    async def _ask_models(self, url: str) -> None:
+        """Once per worker process (its /v1/models is fixed at its start): the ids it serves, its
+        adapters among them. A failure that may pass (no connection, a timeout, a 5xx: loading) is
+        asked again at the next poll; a 4xx or a body that is no list is an answer: no models."""
+        worker = self.registry.get(url)
+        if worker is None or worker.models is not None:
+            return
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+            async with self.session.get(f"{url}/v1/models", headers=headers, timeout=timeout) as response:
+                body = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as error:
+            log.debug("%s/v1/models: %s", url, describe_error(error))
+            return
+        if response.status >= 500:
+            return
+        try:
+            listing = parse_listing(json.loads(body) if response.status == 200 else None)
+        except ValueError as error:  # not JSON (json.JSONDecodeError) or not a list
+            log.info("%s/v1/models lists no model (HTTP %s: %s)", url, response.status, error)
+            self.registry.record_models(url, ())
+            return
+        self.registry.record_models(url, listing.ids)
+        if self.on_models is not None:
+            self.on_models(listing)
 
     async def _check_key(self, url: str) -> None:
         worker, now = self.registry.get(url), time.monotonic()

@@ -24,7 +24,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import error_reply
 from gateway.intake import count_sequences, parse_body
 from gateway.metrics import GatewayMetrics
-from gateway.picker import pick
+from gateway.policies import RoutingPolicy, make_policy
 from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
 from gateway.tokens import NO_SHAPE, Shape, TextRatio, prompt_tokens, shape_of
 from gateway.waiting import WaitingRoom, WaitingRoomFull
@@ -45,6 +45,14 @@ class Request:
     num_sequences: int
     key: str | None  # its query's (affinity.query_key)
     shape: Shape
+    adapter: str | None = None  # the adapter it names (served.Route.adapter)
+
+
+def with_adapter(workers: list[Worker], adapter: str | None) -> list[Worker]:
+    """The workers whose /v1/models lists `adapter` (loaded there: no load on the way), or all of
+    them when none does (or no adapter is named): any worker of the fleet may still serve it."""
+    listing = [w for w in workers if adapter is not None and w.models is not None and adapter in w.models]
+    return listing or workers
 
 
 class Router:
@@ -53,60 +61,47 @@ class Router:
                  rng: random.Random | None = None) -> None:
         self.config, self.registry, self.waiting = config, registry, waiting
         self.metrics, self.session = metrics, session
-        self.rng = rng or random.Random()
-        self._turn = 0
-        # cache_aware: who holds which query (forget_workers: discovery drops those that leave,
-        # the registry those that may have restarted)
-        self.holders = affinity.QueryHolders(config.max_tracked_queries)
+        # the one object that knows the policy (its state: a turn, or who holds which query)
+        self.policy: RoutingPolicy = make_policy(config, rng)
         self.text_ratio = TextRatio()  # characters per token of text requests, from the answers
 
     def choose(self, exclude: Collection[str] = (), key: str | None = None,
-               shape: Shape = NO_SHAPE) -> Worker | None:
-        """A fresh worker not in `exclude` for a request whose query has `key` (and of `shape`);
-        a retry (exclude given) keeps the round-robin turn."""
-        choice = self._choose(exclude, key, shape)
+               shape: Shape = NO_SHAPE, adapter: str | None = None) -> Worker | None:
+        """A fresh worker not in `exclude` for a request whose query has `key` (and of `shape`,
+        naming `adapter`); a retry (exclude given) keeps the round-robin turn."""
+        choice = self._choose(exclude, key, shape, adapter)
         return choice.worker if choice is not None else None
 
-    def _choose(self, exclude: Collection[str], key: str | None, shape: Shape) -> affinity.Choice | None:
-        fresh = [w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude]
-        size = self.text_ratio.size(shape)
-        if self.config.policy == "cache_aware":
-            # A draining worker's load falls to 0: it would win as a holder and as the lightest.
-            serving = [w for w in fresh if not w.draining] or fresh
-            choice = affinity.choose(key, self.holders.get(key), serving, size, self.config.recompute_charge)
-            if choice.worker is None:
-                return None
+    def _choose(self, exclude: Collection[str], key: str | None, shape: Shape,
+                adapter: str | None = None) -> affinity.Choice | None:
+        fresh = with_adapter([w for w in self.registry.fresh(time.monotonic()) if w.url not in exclude], adapter)
+        choice = self.policy.choose(fresh, key, self.text_ratio.size(shape), is_retry=bool(exclude))
+        if choice is not None and choice.outcome:  # cache_aware's outcomes only
             self.metrics.affinity.labels(outcome=choice.outcome).inc()
-            if key is not None:  # it is computing the query from now on
-                self.holders.add(key, choice.worker.url)
-            return choice
-        worker = pick(fresh, self.config.policy, self.rng, self._turn)
-        if worker is None:
-            return None
-        if not exclude:
-            self._turn += 1
-        return affinity.Choice(worker, "", cost_tokens=size.cost(False))
+        return choice
 
     def forget_workers(self, urls) -> None:
         """Workers that left the rotation or may have restarted: their queries go with them."""
-        self.holders.forget(urls)
+        self.policy.forget(urls)
 
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
-                    path: str = "/v1/score", key: str | None = None, shape: Shape = NO_SHAPE) -> Upstream:
+                    path: str = "/v1/score", key: str | None = None, shape: Shape = NO_SHAPE,
+                    adapter: str | None = None) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error.
         `headers` are those to send upstream; num_sequences None: counted from the body (which
         must then be JSON: intake.parse_body, and then the query's key and the shape too); `path`
         the worker's (a rerank's is scored alike); `key` the query's (affinity.query_key), `shape`
-        its size (tokens.shape_of)."""
+        its size (tokens.shape_of), `adapter` the one its model names (its workers preferred)."""
         if num_sequences is None:
             payload = parse_body(body)
             num_sequences, key, shape = count_sequences(payload), affinity.query_key(payload), shape_of(payload)
-        request = Request(body, path, num_sequences, key, shape)
+        request = Request(body, path, num_sequences, key, shape, adapter)
         # One deadline per request: all its waits for a worker together last at most the queue
         # timeout, counted from arrival.
         deadline_s = time.monotonic() + self.config.queue_timeout_s
         try:
-            choice = await self.waiting.take(lambda: self._choose((), key, shape), self.config.queue_timeout_s)
+            choice = await self.waiting.take(lambda: self._choose((), key, shape, adapter),
+                                           self.config.queue_timeout_s)
         except WaitingRoomFull as error:
             return error_reply(503, str(error), error.retry_after_s)
         if choice is None:
@@ -131,9 +126,9 @@ class Router:
         # only if one is ready now. One that did not answer is no answer: wait for another, until
         # the request's deadline, but only if the rotation has a worker not yet tried at all.
         if answered or not any(url not in tried for url in self.registry.urls()):
-            return self._choose(tried, request.key, request.shape)
+            return self._choose(tried, request.key, request.shape, request.adapter)
         try:
-            return await self.waiting.take(lambda: self._choose(tried, request.key, request.shape),
+            return await self.waiting.take(lambda: self._choose(tried, request.key, request.shape, request.adapter),
                                            max(deadline_s - time.monotonic(), 0.0))
         except WaitingRoomFull:
             return None
@@ -149,7 +144,7 @@ class Router:
             leaving = ("draining" if isinstance(outcome, Upstream) and outcome.draining else
                        outcome.reason if isinstance(outcome, Unreachable)
                        and outcome.reason in LEAVING_REASONS else None)
-            next_choice = self._choose(tried, request.key, request.shape) if leaving else None
+            next_choice = self._choose(tried, request.key, request.shape, request.adapter) if leaving else None
             if next_choice is None:
                 return outcome
             self.metrics.retries.labels(reason=leaving).inc()
@@ -190,7 +185,7 @@ class Router:
     def _learn(self, choice: affinity.Choice, request: Request, answer: Upstream, took_s: float) -> None:
         """An answered request: how far its predicted finish was off, and (text) the characters
         per token its worker counted."""
-        if self.config.policy == "cache_aware" and choice.finish_s > 0:
+        if choice.finish_s > 0:  # a prediction was made (cache_aware)
             self.metrics.finish_estimate.observe(took_s / choice.finish_s)
         if request.shape.is_text:
             self.text_ratio.learn(request.shape, prompt_tokens(answer.body))

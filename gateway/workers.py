@@ -51,6 +51,7 @@ class Worker:
     busy_since: float = 0.0      # since when it has had requests of ours in flight, or last answered one
     answered_tokens: float = 0.0  # decayed sums (finish.decayed) of the tokens of its answers ...
     busy_s: float = 0.0          # ... and of the seconds it was busy with ours until each
+    models: frozenset[str] | None = None  # the ids its GET /v1/models listed (None: not yet asked)
 
     @property
     def rate(self) -> float | None:
@@ -150,8 +151,10 @@ class WorkerRegistry:
         worker = self._workers.get(url)
         if worker is None:
             return
-        if is_new_process(worker, loading) and self.on_new_process is not None:
-            self.on_new_process(url)
+        if is_new_process(worker, loading):
+            worker.models = None  # a new process may serve other adapters: asked again
+            if self.on_new_process is not None:
+                self.on_new_process(url)
         if self.state(url, now) is WorkerState.STALE:
             # Stale until this answer; by time only (a late poll) no record change said so: tell
             # it now, or the log never shows why the router passed the worker over meanwhile.
@@ -162,6 +165,12 @@ class WorkerRegistry:
         worker.loading = loading
         worker.num_sent_at_poll = mark
         self._changed(url)
+
+    def record_models(self, url: str, ids) -> None:
+        """The ids the worker's GET /v1/models listed (its adapters among them)."""
+        worker = self._workers.get(url)
+        if worker is not None:
+            worker.models = frozenset(ids)
 
     def record_failure(self, url: str, reason: str = "") -> None:
         """A poll or a connection failed (`reason`: why, for the log): not chosen again until a

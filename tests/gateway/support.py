@@ -67,7 +67,11 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
 
 
 def sample(url: str, name: str, **labels: str) -> float:
-    return scrape(url).get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sum of `name`'s samples whose labels include `labels` (as PromQL's sum over a selector):
+    a label the test does not name (a request's model, the waiting room's fleet) is summed over."""
+    wanted = set(labels.items())
+    return sum(value for (sample_name, sample_labels), value in scrape(url).items()
+               if sample_name == name and wanted <= set(sample_labels))
 
 
 def score_body(num_items: int = 2, **extra) -> dict:

@@ -135,10 +135,10 @@ def test_a_worker_that_leaves_takes_its_queries():
     router, registry, metrics = cache_aware_router(urls)
     key = query_key(body([1, 2, 3]))
     first = router.choose(key=key).url
-    assert router.choose(key=key).url == first and router.holders.get(key) == (first,)
+    assert router.choose(key=key).url == first and router.policy.holders.get(key) == (first,)
     _, removed = registry.set_urls([url for url in urls if url != first])
     router.forget_workers(removed)  # as app.set_rotation does on a watch event
-    assert router.holders.get(key) == ()
+    assert router.policy.holders.get(key) == ()
     registry.set_urls(urls)  # back with the same address (a new pod): not a holder
     registry.record_answer(first, 0, registry.poll_started(first), time.monotonic())
     router.choose(key=key)
@@ -169,10 +169,10 @@ def test_a_worker_that_restarts_in_place_takes_its_queries():
     restarted = urls[0]
     assert restarted in holder.values()
     registry.record_answer(restarted, 0, registry.poll_started(restarted), time.monotonic(), loading=True)
-    assert all(router.holders.get(key) == (() if url == restarted else (url,)) for key, url in holder.items())
+    assert all(router.policy.holders.get(key) == (() if url == restarted else (url,)) for key, url in holder.items())
     registry.record_failure(urls[1], "refused")  # down and back: it may have restarted too
     registry.record_answer(urls[1], 0, registry.poll_started(urls[1]), time.monotonic())
-    assert len(router.holders) == 0
+    assert len(router.policy.holders) == 0
     router.choose(key=keys[0])
     assert metrics.affinity.labels(outcome="new")._value.get() == len(keys) + 1  # never a cold hit
 

@@ -1,7 +1,7 @@
 """gateway.config: flags -> GatewayConfig; a bad flag exits 2 with a message."""
 import pytest
 
-from gateway.config import GatewayConfig, build_parser, parse_args
+from gateway.config import FleetSource, GatewayConfig, build_parser, parse_args
 from scoringfleet_contract.facts import API_KEY_ENV
 
 
@@ -31,7 +31,7 @@ def test_the_old_balance_thresholds_are_accepted_and_not_used():
 
 def test_fleet_discovery_flags():
     config, _ = parse_args(["--fleet", "f", "--namespace", "ns", "--host", "0.0.0.0"])
-    assert (config.fleet, config.namespace, config.worker_urls) == ("f", "ns", ())
+    assert (config.fleet, config.namespace, config.worker_urls) == (("f",), "ns", ())
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -57,7 +57,7 @@ def test_bad_flag_exits_2_with_a_message(argv, message, capsys):
 
 def test_the_flags_defaults_are_the_configs():
     # each default is written once, in GatewayConfig's field; a source of workers is required
-    assert parse_args(["--fleet", "f"], environ={}) == (GatewayConfig(fleet="f"), "info")
+    assert parse_args(["--fleet", "f"], environ={}) == (GatewayConfig(fleet=("f",)), "info")
     config, _ = parse_args(["--worker-urls", "http://a:1/"], environ={})
     assert config == GatewayConfig(worker_urls=("http://a:1",))  # a tuple, the trailing / gone
 
@@ -84,4 +84,31 @@ def test_the_api_key_comes_from_the_env_var_unless_the_flag_gives_one(argv, envi
 def test_bad_door_flags_exit_2(flag, value, message, capsys):
     with pytest.raises(SystemExit) as exited:
         parse_args(["--worker-urls", "http://a:1", flag, value], environ={})
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, fleets", [
+    (["--worker-urls", "http://a:1/"], [FleetSource("default", ("http://a:1",))]),
+    (["--fleet", "a", "--fleet", "b=http://b:1,http://b:2/"],
+     [FleetSource("a", None), FleetSource("b", ("http://b:1", "http://b:2"))]),
+    (["--fleet", "a", "--fleet-model", "a=m1,m2", "--fleet-model", "a=m3"],
+     [FleetSource("a", None, ("m1", "m2", "m3"))]),
+    (["--worker-urls", "http://a:1", "--fleet-model", "default=m"], [FleetSource("default", ("http://a:1",), ("m",))]),
+], ids=["worker-urls", "discovered-and-static", "models-repeated", "models-of-default"])
+def test_fleets_from_the_flags(argv, fleets):
+    config, _ = parse_args(argv, environ={})
+    assert list(config.fleets) == fleets
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fleet", "a", "--fleet", "a"], "that name twice"),
+    (["--fleet", "=http://a:1"], "a name is required"),
+    (["--fleet", "a="], "names no URL"),
+    (["--fleet", "a=ftp://x"], "--fleet: 'ftp://x' is not an http"),
+    (["--fleet", "a", "--fleet-model", "b=m"], "for a fleet given (a)"),
+    (["--fleet", "a", "--fleet-model", "a="], "NAME=MODEL"),
+], ids=["twice", "no-name", "no-url", "bad-url", "model-of-unknown-fleet", "no-model"])
+def test_bad_fleet_flags_exit_with_a_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv, environ={})
     assert exited.value.code == 2 and message in capsys.readouterr().err

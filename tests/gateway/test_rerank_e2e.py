@@ -32,8 +32,9 @@ def fleet(tmp_path_factory):
     with contextlib.ExitStack() as stack:
         processes, urls = [], []
         for i in range(2):
+            # served as "m", the model the Cohere calls name (an unserved model is a 404)
             process, url = start_worker(0.0, "127.0.0.1", None, folder / f"worker{i}.log",
-                                        "--rerank-template", str(template), env=env)
+                                        "--rerank-template", str(template), "--served-model-name", "m", env=env)
             stack.callback(stop, process)
             wait_http(f"{url}/health_generate", timeout_s=60, process=process)
             processes.append(process)
