@@ -22,7 +22,7 @@ from fleet_operator.builders.gateway_rbac import (
 from fleet_operator.context import OperatorConfig
 from fleet_operator.spec import crd
 from fleet_operator.spec.fleet import SpecError, parse_fleet
-from gateway.config import POLICIES  # the operator never imports the gateway; a test may
+from gateway.config import POLICIES, parse_args  # the operator never imports the gateway; a test may
 from tests.fleet_operator.test_builders import IMAGE, K8S_VERSION
 
 FLEET_LABEL = "scoring.fleet.dev/fleet"
@@ -142,6 +142,16 @@ def test_a_gateway_for_several_fleets_names_each_with_the_model_it_serves_where_
         "serves.scoring.fleet.dev/reranker": "true"}
     # the Deployment's selector is its own gateway's, whatever it routes to (a selector is immutable)
     assert build_gateway_deployment(front)["spec"]["selector"]["matchLabels"] == {GATEWAY_LABEL: "qwen"}
+
+
+def test_the_gateway_takes_the_args_the_operator_writes():
+    # the gateway's own parser (a wrong flag would crash-loop the pod: exit 2)
+    front = fleet({"fleets": ["classifier", "reranker"]})
+    front = dataclasses.replace(front, gateway=dataclasses.replace(
+        front.gateway, fleet_models={"classifier": "bge-classifier"}))
+    config, _ = parse_args(gateway_args(front), environ={})
+    assert [(f.name, f.urls, f.models) for f in config.fleets] == [
+        ("qwen", None, ("qwen",)), ("classifier", None, ("bge-classifier",)), ("reranker", None, ())]
 
 
 @pytest.mark.parametrize(("gateway_image", "operator_image", "expected"), [

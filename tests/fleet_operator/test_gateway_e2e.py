@@ -28,8 +28,8 @@ FLEET_LABELS = {"scoring.fleet.dev/fleet": NAME}
 
 
 @contextlib.contextmanager
-def scoring_server(host: str, port: int):
-    config = cpu_config(host=host, port=port)
+def scoring_server(host: str, port: int, **settings):
+    config = cpu_config(host=host, port=port, **settings)
     with live_server(config, Engine(config, FakeRunner())) as url:
         yield url
 
