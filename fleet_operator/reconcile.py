@@ -18,19 +18,19 @@ from fleet_operator import kube, names
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
-from fleet_operator.gateway_status import gateway_status
 from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet, served_name
-from fleet_operator.status import (
+from fleet_operator.status.conditions import ConditionValue
+from fleet_operator.status.gateway import gateway_status
+from fleet_operator.status.ownership import status_patch
+from fleet_operator.status.reconciler import (
     INFERENCE_POOL_NOT_INSTALLED,
     KEDA_NOT_INSTALLED,
-    ConditionValue,
     InvalidSpec,
     Observed,
     ValidSpec,
     fleet_status,
     inference_pool_condition,
     scaled_object_condition,
-    status_patch,
 )
 
 # Children of an API the cluster may not serve (a CRD of KEDA's, of the Inference Extension's): the

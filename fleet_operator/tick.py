@@ -3,7 +3,7 @@
 The I/O around autoscaling/decide(), as reconcile.py is for reconcile: the fleet and its Pods through kube.py
 (read and parsed once per tick), the pods' /metrics through scraper.py (and, with the gateway,
 its pods' waiting requests through demand.py, in the same event loop), the status fields from
-status.py. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
+status/. It writes the fleet's scale subresource (never the Deployment: the reconciler carries
 .spec.replicas there), the autoscaler's status fields and conditions, and an Event when the decision
 is news; before a scale-down, the pods' deletion costs (autoscaling/scale_in.py), so the idlest go.
 
@@ -31,7 +31,8 @@ from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.demand import scrape_gateway
 from fleet_operator.scraper import ScrapeResult, is_serving, pod_sample, scrape_pods, total_gauges
 from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet
-from fleet_operator.status import autoscaler_status, status_patch
+from fleet_operator.status.autoscaler import autoscaler_status
+from fleet_operator.status.ownership import status_patch
 
 # The timer's fixed interval. kopf gives a timer one interval for all objects, so it ticks this
 # often and each fleet acts when its own scrapeIntervalSeconds has passed (is_due).

@@ -15,7 +15,7 @@ from fleet_operator.builders.gateway import build_gateway_deployment
 from fleet_operator.builders.inference_pool import build_inference_pool
 from fleet_operator.context import OperatorConfig
 from fleet_operator.spec.fleet import SpecError, parse_fleet
-from fleet_operator.status import inference_pool_condition
+from fleet_operator.status.reconciler import inference_pool_condition
 from tests.fleet_operator.crd_schema import ROOT, schema_errors, to_json_schema
 from tests.fleet_operator.test_network_policy import NEIGHBOUR, SCORING, Pod, admits, selects
 

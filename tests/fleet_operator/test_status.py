@@ -1,4 +1,4 @@
-"""status.py: conditions move lastTransitionTime only on transitions; status from the Deployment;
+"""status/: conditions move lastTransitionTime only on transitions; status from the Deployment;
 which writer owns which field and condition."""
 from __future__ import annotations
 
@@ -10,24 +10,26 @@ from fleet_operator.autoscaling.decide import decide
 from fleet_operator.autoscaling.history import History
 from fleet_operator.autoscaling.values import PodSample
 from fleet_operator.clock import format_time as rfc3339
-from fleet_operator.gateway_status import gateway_status
 from fleet_operator.spec.autoscaling import AutoscalingSpec
-from fleet_operator.status import (
+from fleet_operator.status.autoscaler import autoscaler_status
+from fleet_operator.status.conditions import set_condition
+from fleet_operator.status.gateway import gateway_status
+from fleet_operator.status.ownership import (
     NATIVE_ONLY_FIELDS,
     OWNED_CONDITIONS,
     OWNED_FIELDS,
-    InvalidSpec,
-    Observed,
     OwnershipError,
-    ValidSpec,
-    autoscaler_status,
-    fleet_status,
     owned_conditions,
     owned_fields,
+    status_patch,
+)
+from fleet_operator.status.reconciler import (
+    InvalidSpec,
+    Observed,
+    ValidSpec,
+    fleet_status,
     ready_condition,
     scaled_object_condition,
-    set_condition,
-    status_patch,
 )
 
 T0 = datetime(2026, 11, 29, 18, 0, 0, tzinfo=timezone.utc)

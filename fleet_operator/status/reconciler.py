@@ -1,32 +1,16 @@
-"""Pure: a ScoringFleet's status from what the reconciler or the native autoscaler saw, and who owns what.
-
-Two writers share .status, each with its own fields and conditions (OWNED_FIELDS, OWNED_CONDITIONS);
-status_patch() refuses a patch that touches the other writer's. One set_condition() for every
-condition type: lastTransitionTime moves only when the status value changes. Times come in as
-arguments, never from the clock.
-"""
+"""Pure: the status the reconciler writes, from what one reconcile read and whether the spec was
+valid: replicas, readyReplicas, selector, observedGeneration, SpecValid, Ready, the optional
+children's conditions, status.gateway and (valid) desiredReplicas."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
-from fleet_operator.autoscaling.history import history_to_status
-from fleet_operator.autoscaling.values import Decision
-from fleet_operator.clock import format_time
 from fleet_operator.names import selector_string
-
-Writer = Literal["reconciler", "autoscaler"]
-
-
-class ConditionValue(NamedTuple):
-    """What one condition says: its status ("True", "False", "Unknown"), CamelCase reason, message."""
-
-    status: str
-    reason: str
-    message: str
-
+from fleet_operator.status.conditions import ConditionValue, set_condition
+from fleet_operator.status.ownership import NATIVE_ONLY_FIELDS, OWNED_CONDITIONS
 
 # An optional child whose create got a 404: the cluster does not serve its API (each also an Event).
 KEDA_NOT_INSTALLED = ConditionValue(  # ScaledObjectReady's
@@ -36,70 +20,6 @@ INFERENCE_POOL_NOT_INSTALLED = ConditionValue(  # InferencePoolReady's
     "False", "InferencePoolCrdMissing", "spec.inferencePool needs the Gateway API Inference Extension's CRD: the "
     "cluster does not serve inference.networking.k8s.io/v1 InferencePools (the fleet is served; no Inference "
     "Gateway routes to it)")
-
-
-# desiredReplicas belongs to the autoscaler while the fleet is natively autoscaled, else to the
-# reconciler (spec.replicas); so do the autoscaler's other fields and conditions, which the
-# reconciler drops once the fleet is not native (any more). owned_fields() and owned_conditions()
-# apply that: one writer per field and condition in each mode.
-OWNED_FIELDS: dict[Writer, frozenset[str]] = {
-    "reconciler": frozenset({"replicas", "readyReplicas", "selector", "observedGeneration",
-                             "desiredReplicas", "conditions", "gateway"}),
-    "autoscaler": frozenset({"desiredReplicas", "running", "waiting", "lastDecision",
-                             "autoscalerHistory", "lastScaleTime", "conditions"}),
-}
-OWNED_CONDITIONS: dict[Writer, frozenset[str]] = {
-    # ScaledObjectReady: keda mode; InferencePoolReady: with spec.inferencePool
-    "reconciler": frozenset({"SpecValid", "Ready", "ScaledObjectReady", "InferencePoolReady"}),
-    "autoscaler": frozenset({"MetricsAvailable", "MetricsDegraded", "ScalingLimited"}),
-}
-
-
-# What only a native fleet has: the reconciler removes these when the fleet leaves native mode.
-NATIVE_ONLY_FIELDS = OWNED_FIELDS["autoscaler"] - {"desiredReplicas", "conditions"}
-
-
-class OwnershipError(AssertionError):
-    """A writer's status patch touches a field or condition the other writer owns: a bug."""
-
-
-def owned_fields(writer: Writer, native: bool) -> frozenset[str]:
-    """The status fields `writer` may write, for a fleet natively autoscaled or not."""
-    fields = OWNED_FIELDS[writer]
-    if writer == "autoscaler":
-        return fields if native else fields - {"desiredReplicas"} - NATIVE_ONLY_FIELDS
-    return fields - {"desiredReplicas"} if native else fields | NATIVE_ONLY_FIELDS
-
-
-def owned_conditions(writer: Writer, native: bool) -> frozenset[str]:
-    """The condition types `writer` may set or drop: the autoscaler's go to the reconciler (to drop)
-    while the fleet is not natively autoscaled."""
-    if native:
-        return OWNED_CONDITIONS[writer]
-    return OWNED_CONDITIONS["reconciler"] | OWNED_CONDITIONS["autoscaler"] if writer == "reconciler" \
-        else frozenset()
-
-
-def set_condition(conditions: Sequence[Mapping[str, Any]] | None, type_: str, status: str,
-                  reason: str, message: str, now: datetime,
-                  observed_generation: int | None = None) -> list[dict[str, Any]]:
-    """A new conditions list with `type_` set; others are kept in order.
-
-    lastTransitionTime is kept when `status` is unchanged (only reason/message move), and set to
-    `now` on a transition or when the condition is new.
-    """
-    old = next((c for c in conditions or () if c.get("type") == type_), None)
-    moved = old is None or old.get("status") != status
-    condition: dict[str, Any] = {
-        "type": type_, "status": status, "reason": reason, "message": message,
-        "lastTransitionTime": format_time(now) if moved else old.get("lastTransitionTime", format_time(now)),
-    }
-    if observed_generation is not None:
-        condition["observedGeneration"] = observed_generation
-    if old is None:
-        return [dict(c) for c in conditions or ()] + [condition]
-    # Keep the list's order stable so a status patch only differs where something changed.
-    return [condition if c.get("type") == type_ else dict(c) for c in conditions or ()]
 
 
 def ready_condition(desired: int | None, ready: int) -> ConditionValue:
@@ -233,55 +153,3 @@ def _child_condition(conditions: list[dict[str, Any]], type_: str, value: Condit
     if value is None:  # the fleet has no such child (any more): nothing to report
         return [c for c in conditions if c.get("type") != type_]
     return set_condition(conditions, type_, *value, now, generation)
-
-
-def autoscaler_status(current: Mapping[str, Any] | None, decision: Decision, running: float,
-                      waiting: float, generation: int | None = None) -> dict[str, Any]:
-    """The status fields the native autoscaler owns, after `decision`, merged over `current`.
-
-    running / waiting are the sequences summed over the pods that answered the scrape (the printer
-    columns). lastScaleTime moves only when the decision rescales; the conditions of the decision
-    are set with its time, the reconciler's (SpecValid, Ready) are kept.
-    """
-    conditions = (current or {}).get("conditions")
-    for c in decision.conditions:
-        conditions = set_condition(conditions, c.type, c.status, c.reason, c.message, decision.time,
-                                   generation)
-    status: dict[str, Any] = {
-        "desiredReplicas": decision.desired_replicas,
-        "running": round(running),
-        "waiting": round(waiting),
-        "lastDecision": decision.to_status(),
-        "autoscalerHistory": history_to_status(decision.history),
-        "conditions": conditions,
-    }
-    if decision.is_rescale:
-        status["lastScaleTime"] = format_time(decision.time)
-    return status
-
-
-def status_patch(writer: Writer, current: Mapping[str, Any] | None, new: Mapping[str, Any],
-                 native: bool) -> dict[str, Any]:
-    """The keys of `new` whose values differ from `current`: empty when nothing changed.
-
-    Raises OwnershipError when the patch would write a field `writer` does not own, or change (or
-    drop) a condition of the other writer's: merge patches replace the conditions list whole.
-    """
-    current = current or {}
-    patch = {k: v for k, v in new.items() if current.get(k) != v}
-    foreign = set(patch) - owned_fields(writer, native)
-    if foreign:
-        raise OwnershipError(f"the {writer} may not write status {', '.join(sorted(foreign))}")
-    if "conditions" in patch:
-        _check_conditions(owned_conditions(writer, native), writer, current.get("conditions"),
-                          patch["conditions"])
-    return patch
-
-
-def _check_conditions(owned: frozenset[str], writer: Writer, old: Sequence[Mapping[str, Any]] | None,
-                      new: Sequence[Mapping[str, Any]]) -> None:
-    """The other writer's conditions must come through unchanged."""
-    def others(conditions):
-        return [dict(c) for c in conditions or () if c.get("type") not in owned]
-    if others(old) != others(new):
-        raise OwnershipError(f"the {writer} may not change another writer's conditions")
