@@ -14,12 +14,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fleet_operator.clock import Clock, utc_now
-from scoringfleet_contract.facts import (
-    DEFAULT_IMAGE_ENV,
-    GATEWAY_IMAGE_ENV,
-    PROMETHEUS_ADDRESS_ENV,
-    RESYNC_INTERVAL_ENV,
-)
+from scoringfleet_contract.facts import ENV_PREFIX
+
+# The operator's settings (the chart sets them; only the operator reads them).
+DEFAULT_IMAGE_ENV = ENV_PREFIX + "DEFAULT_IMAGE"
+GATEWAY_IMAGE_ENV = ENV_PREFIX + "GATEWAY_IMAGE"
+RESYNC_INTERVAL_ENV = ENV_PREFIX + "RESYNC_INTERVAL_S"
+PROMETHEUS_ADDRESS_ENV = ENV_PREFIX + "PROMETHEUS_ADDRESS"
 
 # The operator's own namespace, from the downward API (the chart sets it): the fleets' NetworkPolicies
 # admit it, since the native autoscaler scrapes the pods from there.

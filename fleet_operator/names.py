@@ -1,19 +1,22 @@
 """The ScoringFleet API's names, in one place: group, version, kind, plural, labels, annotations.
 
-Every other module (kube, handlers, builders, status, __main__) takes these from here, so the API
-group is spelled once in the product. Pure: constants and two small label helpers.
+Every other module (kube, handlers, builders, status, __main__) takes these from here; the API
+group and the fleet label are the contract's (scoringfleet_contract.facts), which the gateway reads
+too. Pure: constants and small label helpers.
 """
 from __future__ import annotations
 
-GROUP = "scoring.fleet.dev"
+from scoringfleet_contract.facts import API_GROUP, FLEET_LABEL
+
+GROUP = API_GROUP  # the contract spells it: the gateway discovers pods by FLEET_LABEL too
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ScoringFleet"
 PLURAL = "scoringfleets"
 # kopf's bookkeeping annotations and the finalizer carry this prefix (see __main__.make_settings).
 ANNOTATION_PREFIX = GROUP
-# The one label that selects a fleet's pods (Deployment, Service, PDB, status.selector).
-FLEET_LABEL = f"{GROUP}/fleet"
+# FLEET_LABEL, the one label that selects a fleet's pods (Deployment, Service, PDB, status.selector),
+# is the contract's, imported above.
 # Who writes: Events' source, and the children's app.kubernetes.io/managed-by.
 COMPONENT = "scoring-fleet-operator"
 

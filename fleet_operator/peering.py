@@ -27,9 +27,9 @@ from typing import Any
 import kubernetes.client
 
 from fleet_operator.clock import parse_time, utc_now
-from scoringfleet_contract.facts import PEERING_LIFETIME_ENV
+from scoringfleet_contract.facts import ENV_PREFIX
 
-LIFETIME_ENV = PEERING_LIFETIME_ENV
+LIFETIME_ENV = ENV_PREFIX + "PEERING_LIFETIME_S"  # how long a silent peer counts (the chart sets it)
 IDENTITY_ENV = "POD_ID"  # kopf's own: the peer's key in the peering object's status
 DEFAULT_LIFETIME_S = 15  # kopf's default is 60: a crash would cost a minute without decisions
 KOPF_DEFAULT_LIFETIME_S = 60  # what kopf assumes for a peer that states none

@@ -19,7 +19,6 @@ import time
 import aiohttp
 from aiohttp import web
 
-from fleet_operator.names import FLEET_LABEL  # the API's names: a module of constants only
 from gateway.affinity import query_key
 from gateway.config import GatewayConfig
 from gateway.errors import Refusal, as_response, error_middleware, error_reply
@@ -36,19 +35,26 @@ from gateway.intake import (
 )
 from gateway.kube_watch import PodWatch
 from gateway.metrics import CONTENT_TYPE, GatewayMetrics
-from gateway.model_info import INFO_PATHS, ask_a_worker, list_models
+from gateway.model_info import ask_a_worker, list_models
 from gateway.served import requested_model
 from gateway.tokens import shape_of
 from gateway.workers import WorkerRegistry, WorkerState
-from scoringfleet_contract.facts import UNAUTHORIZED_MESSAGE
+from scoringfleet_contract.facts import (
+    FLEET_LABEL,
+    HEALTH_GENERATE_PATH,
+    HEALTH_PATH,
+    METRICS_PATH,
+    MODELS_PATH,
+    READY_PATH,
+    SCORING_PATHS,
+    SERVER_INFO_PATH,
+    UNAUTHORIZED_MESSAGE,
+)
 
 FLEETS = web.AppKey("fleets", Fleets)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 METRICS = web.AppKey("metrics", GatewayMetrics)
 MODEL = "model"  # the request's key for the served name it resolved to (the metrics' label)
-# The other engines' scoring paths a worker serves for a classifier (TEI's /rerank, vLLM's /score and
-# /classify, SGLang's /v1/classify) go the same way as /v1/score.
-SCORING_PATHS = ("/v1/score", "/v1/rerank", "/v2/rerank", "/rerank", "/score", "/classify", "/v1/classify")
 
 
 def create_app(config: GatewayConfig) -> web.Application:
@@ -79,12 +85,13 @@ def create_app(config: GatewayConfig) -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
-    # A rerank is a score request on the worker (its documents the items): the same door and router.
+    # A rerank is a score request on the worker (its documents the items), and the other engines'
+    # shapes (TEI's /rerank, vLLM's /score and /classify, SGLang's /v1/classify) the same: one door, one router.
     app.add_routes([web.post(path, score) for path in SCORING_PATHS])
-    app.add_routes([web.get("/health", health),
-                    web.get("/ready", ready), web.get("/health_generate", ready),
-                    web.get("/metrics", metrics),
-                    *(web.get(path, model_info(config)) for path in INFO_PATHS)])
+    app.add_routes([web.get(HEALTH_PATH, health),
+                    web.get(READY_PATH, ready), web.get(HEALTH_GENERATE_PATH, ready),
+                    web.get(METRICS_PATH, metrics),
+                    *(web.get(path, model_info(config)) for path in (MODELS_PATH, SERVER_INFO_PATH))])
     return app
 
 
@@ -107,7 +114,7 @@ def model_info(config: GatewayConfig):
     async def handler(request: web.Request) -> web.Response:
         fleets, session = request.app[FLEETS], request.app[SESSION]
         headers = upstream_headers(request.headers, config.api_key)
-        if request.path == "/v1/models":
+        if request.path == MODELS_PATH:
             return as_response(await list_models([(fleet.registry, fleet.names) for fleet in fleets], session,
                                                  headers, config.poll_timeout_s, started))
         now = time.monotonic()

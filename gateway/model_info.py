@@ -21,8 +21,8 @@ from gateway.proxy import Upstream
 from gateway.served import ServedNames, parse_listing
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
+from scoringfleet_contract.facts import MODELS_PATH
 
-INFO_PATHS = ("/v1/models", "/get_server_info")
 MAX_WORKERS_ASKED = 3  # then the client hears why, rather than waiting on the whole fleet
 
 
@@ -55,7 +55,7 @@ async def list_models(fleets: Sequence[tuple[WorkerRegistry, ServedNames]], sess
     entries: dict[str, dict] = {}
     failure = None
     for registry, names in fleets:
-        reply = await ask_a_worker(registry, session, "/v1/models", headers, timeout_s)
+        reply = await ask_a_worker(registry, session, MODELS_PATH, headers, timeout_s)
         try:
             payload = json.loads(reply.body) if reply.status == 200 else None
             names.learn(parse_listing(payload))

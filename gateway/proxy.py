@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from scoringfleet_contract.facts import SCORE_PATH
+
 # Headers that come back to the client; those that go up are the caller's choice
 # (intake.upstream_headers). Everything else is hop-by-hop or the gateway's own business.
 RESPONSE_HEADERS = ("content-type", "retry-after")
@@ -45,7 +47,7 @@ class BrokenAnswer(Exception):
 
 
 async def forward(session: aiohttp.ClientSession, worker_url: str, body: bytes,
-                  headers: Mapping[str, str], timeout_s: float, path: str = "/v1/score") -> Upstream:
+                  headers: Mapping[str, str], timeout_s: float, path: str = SCORE_PATH) -> Upstream:
     """POST to the worker's `path` with exactly `headers`. Raises Unreachable, BrokenAnswer or
     asyncio.TimeoutError (the attempt outlived timeout_s)."""
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=CONNECT_TIMEOUT_S)

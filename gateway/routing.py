@@ -29,6 +29,7 @@ from gateway.proxy import BrokenAnswer, Unreachable, Upstream, forward
 from gateway.tokens import NO_SHAPE, Shape, TextRatio, prompt_tokens, shape_of
 from gateway.waiting import WaitingRoom, WaitingRoomFull
 from gateway.workers import Worker, WorkerRegistry
+from scoringfleet_contract.facts import SCORE_PATH
 
 # Unreachable because it has exited (refused) or vanished (its IP drops packets), or it refuses the
 # gateway's API key: a worker that did no work, tried at most once, without using up the request's
@@ -85,7 +86,7 @@ class Router:
         self.policy.forget(urls)
 
     async def route(self, body: bytes, headers: Mapping[str, str], num_sequences: int | None = None,
-                    path: str = "/v1/score", key: str | None = None, shape: Shape = NO_SHAPE,
+                    path: str = SCORE_PATH, key: str | None = None, shape: Shape = NO_SHAPE,
                     adapter: str | None = None) -> Upstream:
         """The answer for the client: a worker's (unchanged) or the gateway's own error.
         `headers` are those to send upstream; num_sequences None: counted from the body (which

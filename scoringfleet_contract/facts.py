@@ -13,12 +13,11 @@ from typing import Any
 # ---- environment: one prefix for every variable the programs read -------------------------------
 ENV_PREFIX = "SCORINGFLEET_"
 API_KEY_ENV = ENV_PREFIX + "API_KEY"  # server and gateway; the operator renders it from a Secret
-# The operator's settings (the chart sets them).
-DEFAULT_IMAGE_ENV = ENV_PREFIX + "DEFAULT_IMAGE"
-GATEWAY_IMAGE_ENV = ENV_PREFIX + "GATEWAY_IMAGE"
-RESYNC_INTERVAL_ENV = ENV_PREFIX + "RESYNC_INTERVAL_S"
-PROMETHEUS_ADDRESS_ENV = ENV_PREFIX + "PROMETHEUS_ADDRESS"
-PEERING_LIFETIME_ENV = ENV_PREFIX + "PEERING_LIFETIME_S"  # kopf peering: how long a silent peer counts
+# (the operator's own settings, which only it and the chart read, are its: fleet_operator/context.py)
+
+# ---- the pods: the label the operator puts on a fleet's scoring pods, the gateway discovers by ---
+API_GROUP = "scoring.fleet.dev"
+FLEET_LABEL = f"{API_GROUP}/fleet"
 
 # ---- the API key --------------------------------------------------------------------------------
 UNAUTHORIZED_MESSAGE = "missing or wrong API key: send 'Authorization: Bearer <key>'"
@@ -65,6 +64,15 @@ def body_too_large(max_bytes: int) -> str:
     """The 413's message."""
     return f"request body exceeds the limit of {max_bytes} bytes"
 
+
+# ---- routes: what a client may POST (the server serves them, the gateway forwards them) ----------
+SCORE_PATH = "/v1/score"           # SGLang's; vLLM's shapes too
+RERANK_PATHS = ("/v1/rerank", "/v2/rerank", "/rerank")  # Cohere's v1 and v2, TEI's
+VLLM_SCORE_PATH = "/score"         # vLLM's
+CLASSIFY_PATHS = ("/classify", "/v1/classify")  # vLLM's, SGLang's
+SCORING_PATHS = (SCORE_PATH, *RERANK_PATHS, VLLM_SCORE_PATH, *CLASSIFY_PATHS)
+MODELS_PATH = "/v1/models"         # OpenAI's list: served names and adapters
+SERVER_INFO_PATH = "/get_server_info"
 
 # ---- paths: the probes the operator renders, the ones no access-log line is written for ----------
 HEALTH_PATH = "/health"                    # liveness (both); the gateway pods' readiness too

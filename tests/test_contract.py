@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_operator import context, peering
 from scoringfleet_contract import facts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,17 +118,24 @@ def test_each_shared_fact_is_written_in_the_contract_only(fact):
     assert found or fact in ONLY_READ_IN_CONTRACT, f"{fact}: the detector finds nothing, not even the contract's own"
 
 
+def env_names(module) -> set[str]:
+    return {value for name, value in vars(module).items() if name.endswith("_ENV") and isinstance(value, str)}
+
+
+# The variables only the operator reads (its settings, which the chart sets) are its own.
+OPERATOR_ENV = env_names(context) | {peering.LIFETIME_ENV}
+
+
 def test_every_env_var_the_programs_read_has_the_one_prefix():
-    names = [value for name, value in vars(facts).items() if name.endswith("_ENV")]
-    assert names and all(value.startswith(facts.ENV_PREFIX) for value in names)
+    names = env_names(facts) | OPERATOR_ENV - {context.NAMESPACE_ENV, peering.IDENTITY_ENV}
+    assert len(names) >= 6 and all(value.startswith(facts.ENV_PREFIX) for value in names)
     assert facts.ENV_PREFIX == "SCORINGFLEET_"  # the users' variable, SCORINGFLEET_API_KEY, set the spelling
 
 
-def test_the_chart_sets_only_variables_the_contract_names():
+def test_the_chart_sets_only_variables_the_contract_or_the_operator_names():
     template = (ROOT / "charts" / "scoring-fleet" / "templates" / "deployment.yaml").read_text()
     ours = set(re.findall(r"name: (SCORING\w+)", template))
-    named = {value for name, value in vars(facts).items() if name.endswith("_ENV")}
-    assert ours and ours <= named
+    assert ours and ours <= env_names(facts) | OPERATOR_ENV
 
 
 def test_the_contract_imports_only_the_standard_library():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.spec.fleet import FleetSpec
-from scoringfleet_contract.facts import API_KEY_ENV
+from scoringfleet_contract.facts import API_KEY_ENV, METRICS_PATH
 
 RUN_AS_UID = 65532  # the image's non-root user
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
@@ -63,7 +63,7 @@ def http_probe(path: str, period_s: int, failure_threshold: int = 3) -> dict[str
 def scrape_annotations(port: int) -> dict[str, str]:
     """The pod template's annotations that point a Prometheus' pod discovery at /metrics."""
     return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
-            "prometheus.io/path": "/metrics"}
+            "prometheus.io/path": METRICS_PATH}
 
 
 def api_key_env(fleet: FleetSpec) -> list[dict[str, Any]]:

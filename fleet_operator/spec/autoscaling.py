@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleet_operator.context import is_http_url
+from fleet_operator.context import PROMETHEUS_ADDRESS_ENV, is_http_url
 from fleet_operator.spec import crd
 from fleet_operator.spec.fields import Fields, SpecError
-from scoringfleet_contract.facts import PROMETHEUS_ADDRESS_ENV
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
