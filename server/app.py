@@ -29,6 +29,7 @@ from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconn
 from server.rerank import Reranker, rerank_response
 from server.rerank_schemas import RerankRequest, RerankResponse
 from server.schemas import ErrorResponse, LoadEntry, ScoreResponse, Usage
+from server.served_models import ServedModels
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,11 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classi
     app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
     app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
-    _add_score_route(app, config, engine, reranker)
-    add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker))
+    served = ServedModels(config.served_names, tuple(config.adapter_paths))
+    _add_score_route(app, config, engine, reranker, served)
+    add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker), served)
     for version in ("1", "2"):
-        _add_rerank_route(app, config, engine, reranker, version)
+        _add_rerank_route(app, config, engine, reranker, version, served)
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
     _add_info_routes(app, config, engine, reranker)
@@ -62,18 +64,19 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classi
     return app
 
 
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker) -> None:
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker, served: ServedModels) -> None:
     @app.post("/v1/score", response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
               dependencies=[api_key_check(config)])
     async def score(body: ScoreBody, request: Request) -> ScoreResponse | VllmScoreResponse:
         """SGLang's shape (query, items, label_token_ids) for a causal LM; vLLM's (text_1/text_2,
         queries/documents) for a sequence classifier (engine_routes.vllm_score)."""
+        adapter = served.resolve(body.model)  # 404 for a model not served here
         head = _reranker_of(engine, reranker)
         if isinstance(body, VllmScoreRequest):
-            return await vllm_score(config, engine, head, body, request)
+            return await vllm_score(config, engine, head, body, request, adapter=adapter)
         if isinstance(head, Classifier):
             raise refusal("/v1/score in SGLang's shape (query, items, label_token_ids)", head)
-        result = await cancel_on_disconnect(engine.score(body), request)
+        result = await cancel_on_disconnect(engine.score(body, adapter), request)
         return ScoreResponse(
             scores=result.scores,
             model=body.model or config.model_name,
@@ -92,13 +95,14 @@ def _dict_if(head, kind: type) -> dict | None:
 
 
 def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None,
-                      version: str) -> None:
+                      version: str, served: ServedModels) -> None:
     """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key,
     built by the template (a causal LM) or as the tokenizer pairs texts (a one-label classifier)."""
     @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
               responses={**ERROR_RESPONSES, 404: {"model": ErrorResponse}},
               dependencies=[api_key_check(config)])
     async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
+        adapter = served.resolve(body.model)
         chosen = _reranker_of(engine, reranker)
         if chosen is None:
             raise NotFound("this server has no rerank template for its model: start it with "
@@ -106,7 +110,7 @@ def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, rerank
         if isinstance(chosen, Classifier) and not chosen.is_reranker:
             raise refusal(f"/v{version}/rerank", chosen)
         scoring = chosen.rerank_request(body, engine.runner.tokenize, engine.input_limits, engine.special_tokens)
-        result = await cancel_on_disconnect(engine.score(scoring), request)
+        result = await cancel_on_disconnect(engine.score(scoring, adapter), request)
         return rerank_response(body, [chosen.relevance(row) for row in result.scores], result.num_prompt_tokens,
                                body.model or config.model_name, version)
 
@@ -147,13 +151,18 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
 
 def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
                      reranker: Reranker | None) -> None:
+    created = int(time.time())
+
     @app.get("/v1/models")
     async def models() -> dict:
+        """vLLM's list: each served name, then each LoRA adapter (its parent the primary name)."""
         max_model_len = engine.input_limits.max_context_tokens  # 503 while the model loads
-        return {"object": "list", "data": [{
-            "id": config.model_name, "object": "model", "owned_by": "scoring-fleet",
-            "root": config.model_path, "max_model_len": max_model_len,
-        }]}
+        card = {"object": "model", "created": created, "owned_by": "scoring-fleet", "max_model_len": max_model_len}
+        return {"object": "list", "data": [
+            *({**card, "id": name, "root": config.model_path, "parent": None} for name in config.served_names),
+            *({**card, "id": name, "root": path, "parent": config.model_name}
+              for name, path in config.adapter_paths.items()),
+        ]}
 
     @app.get("/get_server_info")
     async def server_info() -> dict:

@@ -113,8 +113,10 @@ class Engine:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def score(self, body: ScoreRequest) -> ScoreResult:
-        """Score one request. Raises a ScoreError (400/503/504/500) with a message."""
+    async def score(self, body: ScoreRequest, adapter: str | None = None) -> ScoreResult:
+        """Score one request, through the LoRA adapter so named (None: the base model; the name
+        one the runner loaded: served_models.py resolved it). Raises a ScoreError
+        (400/503/504/500) with a message."""
         if not self.is_ready:
             reason = "shutting down" if self.is_draining else "not ready"
             # Connection: close, so that a client on a kept-alive connection reconnects (through
@@ -124,7 +126,7 @@ class Engine:
         prepared = prepare(body, self.runner.tokenize, self.input_limits, self.special_tokens)
         if not prepared.own_ids:
             return ScoreResult([], 0)
-        request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options)
+        request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options, adapter)
         request.future = asyncio.get_running_loop().create_future()
         try:
             self.scheduler.add(request)

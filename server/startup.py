@@ -90,8 +90,8 @@ class EngineStartup:
     def load(self) -> Load:
         return NO_LOAD if self.engine is None else self.engine.load()
 
-    async def score(self, body):
-        return await self._loaded().score(body)
+    async def score(self, body, adapter: str | None = None):
+        return await self._loaded().score(body, adapter)
 
     def _loaded(self) -> Engine:
         if self.engine is None:

@@ -33,7 +33,7 @@ def fleet(tmp_path_factory):
         processes, urls = [], []
         for i in range(2):
             process, url = start_worker(0.0, "127.0.0.1", None, folder / f"worker{i}.log",
-                                        "--rerank-template", str(template), env=env)
+                                        "--rerank-template", str(template), "--served-model-name", "m", env=env)
             stack.callback(stop, process)
             wait_http(f"{url}/health_generate", timeout_s=60, process=process)
             processes.append(process)
