@@ -9,12 +9,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 
+from bench.lora_models import save_adapter
 from server.lora import load_adapter, load_adapters
 from server.lora_rows import plan_rows
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
-from tests.server.lora_support import merged_model, reference_scores, save_adapter
+from tests.server.lora_support import merged_model, reference_scores
 
 TOLERANCE = 1e-5
 LABELS = ScoringOptions((5, 17, 42, 99), False)
