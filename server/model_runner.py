@@ -219,13 +219,16 @@ class ModelRunner:
         """The last hidden state [batch, hidden] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        if self.use_cascade and cascade_reason(
-                self._decoder.config, self.device, self._layer_windows, max_tokens) is None:
-            # The rows of a request side by side: each request's prefix is then one run of rows.
-            order = sorted(range(len(sequences)), key=lambda row: sequences[row].request.rid)
-            hidden = self._last_hidden([sequences[row] for row in order], cascade=True)
-            return hidden[torch.tensor(order, device=self.device).argsort()]
-        return self._last_hidden(sequences, cascade=False)
+        cascade = self.use_cascade and cascade_reason(
+            self._decoder.config, self.device, self._layer_windows, max_tokens) is None
+        if not (cascade or self.adapters):
+            return self._last_hidden(sequences, cascade=False)
+        # The rows of a request side by side (each request's prefix is then one run of rows), and
+        # of an adapter (its update then one slice of the rows: lora_rows.py).
+        order = sorted(range(len(sequences)),
+                       key=lambda row: (sequences[row].request.adapter or "", sequences[row].request.rid))
+        hidden = self._last_hidden([sequences[row] for row in order], cascade=cascade)
+        return hidden[torch.tensor(order, device=self.device).argsort()]
 
     def _last_hidden(self, sequences: Seq[Sequence], cascade: bool) -> torch.Tensor:
         """The decoder's last hidden state [batch, hidden] at each sequence's last token."""
