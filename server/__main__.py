@@ -22,6 +22,7 @@ from server.cpus import detect_usable_cpus
 from server.drain import DrainingServer
 from server.engine import Engine
 from server.errors import ModelLoadError
+from server.interfaces import ScoringService
 from server.rerank import Reranker, choose_reranker
 from server.startup import EngineStartup, Loaded
 
@@ -135,7 +136,7 @@ def log_ready(engine: Engine) -> None:
              engine.config.host, engine.config.port)
 
 
-def serve(config: ServerConfig, engine: Engine | EngineStartup, reranker: Reranker | None = None) -> int:
+def serve(config: ServerConfig, engine: ScoringService, reranker: Reranker | None = None) -> int:
     """Serve until a signal's drain ends, or a model that failed to load; the process's exit code
     (0: nothing was cut; 1: a drain was cut; 2: the model did not load). `reranker`: for an
     engine built before serving; an EngineStartup's load chooses its own."""

@@ -20,12 +20,12 @@ from server.body_limit import BodySizeLimit
 from server.classifier import Classifier, refusal, routes_of
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
-from server.engine import Engine
 from server.engine_routes import SHAPE_TAGS, ScoreBody, add_engine_routes, vllm_score
 from server.engine_shapes import VllmScoreRequest, VllmScoreResponse
 from server.errors import NotFound, ScoreError, ServiceUnavailable
 from server.gc_freeze import freeze_gc
 from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
+from server.interfaces import ScoringService
 from server.rerank import Reranker, rerank_response
 from server.rerank_schemas import RerankRequest, RerankResponse
 from server.schemas import ErrorResponse, LoadEntry, ScoreResponse, Usage
@@ -34,12 +34,12 @@ from server.served_models import ServedModels
 log = logging.getLogger(__name__)
 
 
-def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None = None) -> FastAPI:
-    """The app over `engine` (an Engine, or the EngineStartup that becomes one); `config` is the
+def create_app(config: ServerConfig, engine: ScoringService, reranker: Reranker | Classifier | None = None) -> FastAPI:
+    """The app over `engine` (a ScoringService: an Engine, or the EngineStartup that becomes one); `config` is the
     parsed one (an EngineStartup resolves device and dtype as it loads: engine.config after).
     `reranker`: the model's head as the routes see it when the caller knows it (a server over a
     fake runner): a rerank template, or a sequence classifier's Classifier; else the one the
-    model's load chose (EngineStartup.reranker). A causal LM without a template answers 404 on
+    model's load chose (engine.reranker). A causal LM without a template answers 404 on
     /v1/rerank and /v2/rerank saying how to get one; a route the model does not serve is a 400
     naming those it does (classifier.routes_of)."""
     @asynccontextmanager
@@ -64,7 +64,8 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classi
     return app
 
 
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker, served: ServedModels) -> None:
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: ScoringService, reranker,
+                     served: ServedModels) -> None:
     @app.post("/v1/score", response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
               dependencies=[api_key_check(config)])
     async def score(body: ScoreBody, request: Request) -> ScoreResponse | VllmScoreResponse:
@@ -85,17 +86,17 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranke
         )
 
 
-def _reranker_of(engine: Engine, reranker: Reranker | Classifier | None) -> Reranker | Classifier | None:
+def _reranker_of(engine: ScoringService, reranker: Reranker | Classifier | None) -> Reranker | Classifier | None:
     """The head given to create_app, else the one the load chose (503 while it loads)."""
-    return reranker if reranker is not None else getattr(engine, "reranker", None)
+    return reranker if reranker is not None else engine.reranker
 
 
 def _dict_if(head, kind: type) -> dict | None:
     return head.to_dict() if isinstance(head, kind) else None
 
 
-def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None,
-                      version: str, served: ServedModels) -> None:
+def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: ScoringService,
+                      reranker: Reranker | Classifier | None, version: str, served: ServedModels) -> None:
     """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key,
     built by the template (a causal LM) or as the tokenizer pairs texts (a one-label classifier)."""
     @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
@@ -115,7 +116,7 @@ def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, rerank
                                body.model or config.model_name, version)
 
 
-def _add_load_routes(app: FastAPI, engine: Engine) -> None:
+def _add_load_routes(app: FastAPI, engine: ScoringService) -> None:
     """Read from the scheduler when asked: true at every moment, a drain's included."""
     @app.get("/get_load", response_model=list[LoadEntry])
     async def get_load(response: Response) -> list[LoadEntry]:
@@ -132,7 +133,7 @@ def _add_load_routes(app: FastAPI, engine: Engine) -> None:
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
+def _add_probe_routes(app: FastAPI, engine: ScoringService) -> None:
     @app.get("/health", response_class=Response, responses={200: {"description": "Alive"}})
     async def health() -> Response:
         """Liveness: the process answers (also while draining)."""
@@ -149,7 +150,7 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         return _error_response(503, f"not ready: {reason}")
 
 
-def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
+def _add_info_routes(app: FastAPI, config: ServerConfig, engine: ScoringService,
                      reranker: Reranker | None) -> None:
     created = int(time.time())
 
@@ -176,7 +177,7 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
                 "routes": list(routes_of(head))}
 
 
-def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: ScoringService) -> None:
     @app.api_route("/freeze_gc", methods=["GET", "POST"], response_class=PlainTextResponse,
                    dependencies=[api_key_check(config)], responses=ERROR_RESPONSES)
     async def freeze_gc_route() -> Response:

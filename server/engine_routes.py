@@ -15,7 +15,6 @@ from pydantic import Discriminator, Tag
 
 from server.classifier import Classifier, check_texts, refusal
 from server.config import ServerConfig
-from server.engine import Engine
 from server.engine_shapes import (
     ClassifyData,
     ClassifyRequest,
@@ -31,6 +30,7 @@ from server.engine_shapes import (
 from server.errors import BadRequest
 from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
 from server.inputs import check_encodable
+from server.interfaces import ScoringService
 from server.schemas import ScoreRequest
 from server.served_models import ServedModels
 
@@ -48,7 +48,7 @@ def reranker_head(path: str, head) -> Classifier:
     raise refusal(path, head)
 
 
-def add_engine_routes(app: FastAPI, config: ServerConfig, engine: Engine, head_of: HeadOf,
+def add_engine_routes(app: FastAPI, config: ServerConfig, engine: ScoringService, head_of: HeadOf,
                       served: ServedModels) -> None:
     """TEI's body has no `model` (TEI serves one): its /rerank scores the base model."""
     checks = [api_key_check(config)]
@@ -78,7 +78,7 @@ def add_engine_routes(app: FastAPI, config: ServerConfig, engine: Engine, head_o
         _add_classify_route(app, path, config, engine, head_of, checks, served)
 
 
-def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: Engine, head_of: HeadOf,
+def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: ScoringService, head_of: HeadOf,
                         checks: list, served: ServedModels) -> None:
     @app.post(path, response_model=ClassifyResponse, responses=ERROR_RESPONSES, dependencies=checks)
     async def classify(body: ClassifyRequest, request: Request) -> ClassifyResponse:
@@ -97,7 +97,7 @@ def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: E
                                 data=data, usage=_usage(result.num_prompt_tokens))
 
 
-async def vllm_score(config: ServerConfig, engine: Engine, head, body: VllmScoreRequest,
+async def vllm_score(config: ServerConfig, engine: ScoringService, head, body: VllmScoreRequest,
                      request: Request, path: str = "/v1/score", adapter: str | None = None) -> VllmScoreResponse:
     """vLLM's answer: one score per pair, in the pairs' order. The pairs of one first text are one
     scoring request (its query computed once on a decoder); N:N pairs are N requests at once, all
