@@ -14,15 +14,18 @@ from server.app import create_app
 from server.config import ServerConfig, parse_args
 from server.engine import Engine
 from server.sequence import RunResult
+from server.special_tokens import NO_SPECIAL_TOKENS, SpecialTokens
 
 
 @dataclass(frozen=True)
 class FreeRunner:
-    """Satisfies server.engine.Runner; run() returns constant scores without any arithmetic.
+    """Satisfies server.interfaces.Runner; run() returns constant scores without any arithmetic.
     vocab_size is SmolLM2's so that the same token-id workload is valid against both servers."""
 
     vocab_size: int = 49152
     max_context_tokens: int = 8192
+    shares_query_in_forward: bool = False  # each row holds its query (the scheduler counts it per row)
+    special_tokens: SpecialTokens = NO_SPECIAL_TOKENS  # adds nothing around a text
 
     def tokenize(self, text: str) -> list[int]:
         return [ord(ch) % self.vocab_size for ch in text]

@@ -22,6 +22,7 @@ from server.cpus import detect_usable_cpus
 from server.drain import DrainingServer
 from server.engine import Engine
 from server.errors import ModelLoadError
+from server.interfaces import ScoringService
 from server.rerank import Reranker, choose_reranker
 from server.startup import EngineStartup, Loaded
 
@@ -44,16 +45,25 @@ def build_runner(config: ServerConfig):
 
     from server.classifier_support import is_encoder
     from server.encoder_runner import EncoderRunner
+    from server.lora import load_adapters
     from server.model_loader import load_model
     from server.model_runner import ModelRunner
 
     torch.set_num_threads(config.num_threads or detect_usable_cpus())
     device = torch.device(config.device)
     model, tokenizer = load_model(config.model_path, device, getattr(torch, config.dtype))
+    if is_encoder(model.config) and config.lora_paths:
+        raise ModelLoadError(f"--lora-paths: LoRA adapters are served on decoder models; "
+                             f"'{config.model_path}' is a cross-encoder")
+    try:
+        adapters = load_adapters(config.adapter_paths, model)
+    except ValueError as error:
+        raise ModelLoadError(str(error)) from error
     try:
         if is_encoder(model.config):  # a cross-encoder: each pair whole, no shared query
             return EncoderRunner(model, tokenizer, device)
-        runner = ModelRunner(model, tokenizer, device, query_cache_tokens=config.query_cache_tokens)
+        runner = ModelRunner(model, tokenizer, device, query_cache_tokens=config.query_cache_tokens,
+                             adapters=adapters)
     except ValueError as error:  # what the runner itself refuses (e.g. unreadable special tokens)
         raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
     if device.type != "cpu":  # where no test of ours ran: checked against the masked layout
@@ -85,6 +95,8 @@ def load(config: ServerConfig):
 
     log.info("model %s loaded in %.1f s (%d threads)", config.model_name,
              time.monotonic() - load_started, torch.get_num_threads())
+    if config.lora_paths:
+        log.info("LoRA adapters: %s", runner.adapters.to_dict())
     if isinstance(reranker, Classifier):
         log.info("classification head: %s", reranker.to_dict())
     elif reranker is not None:
@@ -107,7 +119,7 @@ def build_reranker(config: ServerConfig, runner) -> Reranker | Classifier | None
             return Classifier.of(model_config, runner.tokenizer)
         except ValueError as error:
             raise ModelLoadError(f"refusing model '{config.model_path}': {error}") from error
-    names = [config.model_path, config.served_model_name, getattr(model_config, "_name_or_path", None),
+    names = [config.model_path, *config.served_model_name, getattr(model_config, "_name_or_path", None),
              *(getattr(model_config, "architectures", None) or [])]
     try:
         return choose_reranker(config.rerank_template, names, runner.tokenize)
@@ -124,7 +136,7 @@ def log_ready(engine: Engine) -> None:
              engine.config.host, engine.config.port)
 
 
-def serve(config: ServerConfig, engine: Engine | EngineStartup, reranker: Reranker | None = None) -> int:
+def serve(config: ServerConfig, engine: ScoringService, reranker: Reranker | None = None) -> int:
     """Serve until a signal's drain ends, or a model that failed to load; the process's exit code
     (0: nothing was cut; 1: a drain was cut; 2: the model did not load). `reranker`: for an
     engine built before serving; an EngineStartup's load chooses its own."""

@@ -20,25 +20,26 @@ from server.body_limit import BodySizeLimit
 from server.classifier import Classifier, refusal, routes_of
 from server.config import ServerConfig
 from server.encoded_bodies import RefuseEncodedBodies
-from server.engine import Engine
 from server.engine_routes import SHAPE_TAGS, ScoreBody, add_engine_routes, vllm_score
 from server.engine_shapes import VllmScoreRequest, VllmScoreResponse
 from server.errors import NotFound, ScoreError, ServiceUnavailable
 from server.gc_freeze import freeze_gc
 from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
+from server.interfaces import ScoringService
 from server.rerank import Reranker, rerank_response
 from server.rerank_schemas import RerankRequest, RerankResponse
 from server.schemas import ErrorResponse, LoadEntry, ScoreResponse, Usage
+from server.served_models import ServedModels
 
 log = logging.getLogger(__name__)
 
 
-def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None = None) -> FastAPI:
-    """The app over `engine` (an Engine, or the EngineStartup that becomes one); `config` is the
+def create_app(config: ServerConfig, engine: ScoringService, reranker: Reranker | Classifier | None = None) -> FastAPI:
+    """The app over `engine` (a ScoringService: an Engine, or the EngineStartup that becomes one); `config` is the
     parsed one (an EngineStartup resolves device and dtype as it loads: engine.config after).
     `reranker`: the model's head as the routes see it when the caller knows it (a server over a
     fake runner): a rerank template, or a sequence classifier's Classifier; else the one the
-    model's load chose (EngineStartup.reranker). A causal LM without a template answers 404 on
+    model's load chose (engine.reranker). A causal LM without a template answers 404 on
     /v1/rerank and /v2/rerank saying how to get one; a route the model does not serve is a 400
     naming those it does (classifier.routes_of)."""
     @asynccontextmanager
@@ -51,10 +52,11 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classi
     app.add_middleware(BodySizeLimit, max_bytes=config.max_request_bytes)
     app.add_middleware(RefuseEncodedBodies)  # added last: runs first, before any byte is read
     _add_error_handlers(app)
-    _add_score_route(app, config, engine, reranker)
-    add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker))
+    served = ServedModels(config.served_names, tuple(config.adapter_paths))
+    _add_score_route(app, config, engine, reranker, served)
+    add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker), served)
     for version in ("1", "2"):
-        _add_rerank_route(app, config, engine, reranker, version)
+        _add_rerank_route(app, config, engine, reranker, version, served)
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
     _add_info_routes(app, config, engine, reranker)
@@ -62,18 +64,20 @@ def create_app(config: ServerConfig, engine: Engine, reranker: Reranker | Classi
     return app
 
 
-def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker) -> None:
+def _add_score_route(app: FastAPI, config: ServerConfig, engine: ScoringService, reranker,
+                     served: ServedModels) -> None:
     @app.post("/v1/score", response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
               dependencies=[api_key_check(config)])
     async def score(body: ScoreBody, request: Request) -> ScoreResponse | VllmScoreResponse:
         """SGLang's shape (query, items, label_token_ids) for a causal LM; vLLM's (text_1/text_2,
         queries/documents) for a sequence classifier (engine_routes.vllm_score)."""
+        adapter = served.resolve(body.model)  # 404 for a model not served here
         head = _reranker_of(engine, reranker)
         if isinstance(body, VllmScoreRequest):
-            return await vllm_score(config, engine, head, body, request)
+            return await vllm_score(config, engine, head, body, request, adapter=adapter)
         if isinstance(head, Classifier):
             raise refusal("/v1/score in SGLang's shape (query, items, label_token_ids)", head)
-        result = await cancel_on_disconnect(engine.score(body), request)
+        result = await cancel_on_disconnect(engine.score(body, adapter), request)
         return ScoreResponse(
             scores=result.scores,
             model=body.model or config.model_name,
@@ -82,23 +86,24 @@ def _add_score_route(app: FastAPI, config: ServerConfig, engine: Engine, reranke
         )
 
 
-def _reranker_of(engine: Engine, reranker: Reranker | Classifier | None) -> Reranker | Classifier | None:
+def _reranker_of(engine: ScoringService, reranker: Reranker | Classifier | None) -> Reranker | Classifier | None:
     """The head given to create_app, else the one the load chose (503 while it loads)."""
-    return reranker if reranker is not None else getattr(engine, "reranker", None)
+    return reranker if reranker is not None else engine.reranker
 
 
 def _dict_if(head, kind: type) -> dict | None:
     return head.to_dict() if isinstance(head, kind) else None
 
 
-def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, reranker: Reranker | Classifier | None,
-                      version: str) -> None:
+def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: ScoringService,
+                      reranker: Reranker | Classifier | None, version: str, served: ServedModels) -> None:
     """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key,
     built by the template (a causal LM) or as the tokenizer pairs texts (a one-label classifier)."""
     @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
               responses={**ERROR_RESPONSES, 404: {"model": ErrorResponse}},
               dependencies=[api_key_check(config)])
     async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
+        adapter = served.resolve(body.model)
         chosen = _reranker_of(engine, reranker)
         if chosen is None:
             raise NotFound("this server has no rerank template for its model: start it with "
@@ -106,12 +111,12 @@ def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: Engine, rerank
         if isinstance(chosen, Classifier) and not chosen.is_reranker:
             raise refusal(f"/v{version}/rerank", chosen)
         scoring = chosen.rerank_request(body, engine.runner.tokenize, engine.input_limits, engine.special_tokens)
-        result = await cancel_on_disconnect(engine.score(scoring), request)
+        result = await cancel_on_disconnect(engine.score(scoring, adapter), request)
         return rerank_response(body, [chosen.relevance(row) for row in result.scores], result.num_prompt_tokens,
                                body.model or config.model_name, version)
 
 
-def _add_load_routes(app: FastAPI, engine: Engine) -> None:
+def _add_load_routes(app: FastAPI, engine: ScoringService) -> None:
     """Read from the scheduler when asked: true at every moment, a drain's included."""
     @app.get("/get_load", response_model=list[LoadEntry])
     async def get_load(response: Response) -> list[LoadEntry]:
@@ -128,7 +133,7 @@ def _add_load_routes(app: FastAPI, engine: Engine) -> None:
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
+def _add_probe_routes(app: FastAPI, engine: ScoringService) -> None:
     @app.get("/health", response_class=Response, responses={200: {"description": "Alive"}})
     async def health() -> Response:
         """Liveness: the process answers (also while draining)."""
@@ -145,15 +150,20 @@ def _add_probe_routes(app: FastAPI, engine: Engine) -> None:
         return _error_response(503, f"not ready: {reason}")
 
 
-def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
+def _add_info_routes(app: FastAPI, config: ServerConfig, engine: ScoringService,
                      reranker: Reranker | None) -> None:
+    created = int(time.time())
+
     @app.get("/v1/models")
     async def models() -> dict:
+        """vLLM's list: each served name, then each LoRA adapter (its parent the primary name)."""
         max_model_len = engine.input_limits.max_context_tokens  # 503 while the model loads
-        return {"object": "list", "data": [{
-            "id": config.model_name, "object": "model", "owned_by": "scoring-fleet",
-            "root": config.model_path, "max_model_len": max_model_len,
-        }]}
+        card = {"object": "model", "created": created, "owned_by": "scoring-fleet", "max_model_len": max_model_len}
+        return {"object": "list", "data": [
+            *({**card, "id": name, "root": config.model_path, "parent": None} for name in config.served_names),
+            *({**card, "id": name, "root": path, "parent": config.model_name}
+              for name, path in config.adapter_paths.items()),
+        ]}
 
     @app.get("/get_server_info")
     async def server_info() -> dict:
@@ -167,7 +177,7 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: Engine,
                 "routes": list(routes_of(head))}
 
 
-def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: Engine) -> None:
+def _add_freeze_gc_route(app: FastAPI, config: ServerConfig, engine: ScoringService) -> None:
     @app.api_route("/freeze_gc", methods=["GET", "POST"], response_class=PlainTextResponse,
                    dependencies=[api_key_check(config)], responses=ERROR_RESPONSES)
     async def freeze_gc_route() -> Response:

@@ -21,7 +21,7 @@ log = logging.getLogger("server")
 def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     """Decide for a resolved config and compile `runner` if so; returns what was done and why."""
     if not runner.can_compile:
-        choice = CompileChoice(False, "eager: a cross-encoder has no items forward to compile")
+        choice = CompileChoice(False, runner.eager_reason)
         (log.warning if config.compile == "on" else log.info)("--compile %s: %s", config.compile, choice.reason)
         return choice
     cpu_flags = read_cpu_flags()

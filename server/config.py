@@ -45,8 +45,9 @@ class ServerConfig:
 
     model_path: str = field(default=DEFAULT_MODEL, metadata=flag(
         "local folder, hub id, or .gguf file; default: the embedded SmolLM2-135M-Instruct"))
-    served_model_name: str | None = field(default=None, metadata=flag(
-        "name reported to clients (default: from the model)"))
+    served_model_name: tuple[str, ...] = field(default=(), metadata=flag(  # a str given: one name
+        "names clients may ask for in a request's `model`; the first is the one responses and metrics "
+        "report (default: from the model)", metavar="NAME"))
     host: str = "127.0.0.1"
     port: int = 30000
     dtype: Dtype = field(default="auto", metadata=flag(
@@ -98,7 +99,17 @@ class ServerConfig:
         f"(0: off; default {CPU_QUERY_CACHE_TOKENS} on CPU, {GPU_QUERY_CACHE_TOKENS} on CUDA, "
         "at most --max-total-tokens)"))
 
+    lora_paths: tuple[str, ...] = field(default=(), metadata=flag(
+        "PEFT LoRA adapters (folders with adapter_config.json and adapter_model.safetensors) for the "
+        "scoring path; a request's `model` picks one by NAME or as <served name>:NAME", metavar="NAME=PATH"))
+
     def __post_init__(self) -> None:
+        names = self.served_model_name
+        # One name as a string (the form before several): a tuple of it; None or "": none given.
+        object.__setattr__(self, "served_model_name", (names,) if isinstance(names, str) and names
+                           else tuple(names or ()))
+        if problem := adapters_problem(self.lora_paths, self.served_names):
+            raise ValueError(problem)
         if self.compile is None:
             object.__setattr__(self, "compile", "auto")
         if self.compile not in COMPILE_MODES:
@@ -158,17 +169,47 @@ class ServerConfig:
 
     @property
     def model_name(self) -> str:
-        """The name clients see in responses and metrics."""
+        """The name clients see in responses and metrics: the first served name."""
+        return self.served_names[0]
+
+    @property
+    def served_names(self) -> tuple[str, ...]:
+        """Every name a request's `model` may give for the base model, the primary first."""
         if self.served_model_name:
             return self.served_model_name
-        return "SmolLM2-135M-Instruct" if self.model_path == DEFAULT_MODEL else self.model_path
+        return ("SmolLM2-135M-Instruct" if self.model_path == DEFAULT_MODEL else self.model_path,)
+
+    @property
+    def adapter_paths(self) -> dict[str, str]:
+        """LoRA adapter name -> its folder, in --lora-paths' order."""
+        return dict(pair.split("=", 1) for pair in self.lora_paths)
 
     def to_dict(self) -> dict:
         """The effective arguments, for /get_server_info (the API key is never echoed)."""
         info = asdict(self)
         info["api_key"] = "***" if self.api_key else None
         info["served_model_name"] = self.model_name  # gateways (SGLang's) list the model by it
+        info["served_model_names"] = list(self.served_names)
+        info["lora_paths"] = self.adapter_paths
         return info
+
+
+def adapters_problem(lora_paths: Sequence[str], served_names: Sequence[str]) -> str | None:
+    """What is wrong with --lora-paths' NAME=PATH pairs, or None. A name may not hold ':' (a
+    request's `<served name>:<adapter>` splits there) nor be a served name (one name, one model)."""
+    seen: set[str] = set()
+    for pair in lora_paths:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            return f"--lora-paths takes NAME=PATH pairs, got {pair!r}"
+        if ":" in name:
+            return f"--lora-paths: adapter name {name!r} may not contain ':' (<served name>:<adapter> splits there)"
+        if name in served_names:
+            return f"--lora-paths: adapter name {name!r} is also a served model name"
+        if name in seen:
+            return f"--lora-paths: adapter name {name!r} given twice"
+        seen.add(name)
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,8 +15,7 @@ import time
 
 import uvicorn
 
-from server.engine import Engine
-from server.startup import EngineStartup
+from server.interfaces import ScoringService
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ def drain_outcome(num_sequences: int, now_s: float, deadline_s: float) -> DrainO
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, engine: Engine | EngineStartup,
+    def __init__(self, config: uvicorn.Config, engine: ScoringService,
                  drain_timeout_s: float) -> None:
         super().__init__(config)
         self.engine = engine

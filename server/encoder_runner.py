@@ -33,6 +33,7 @@ class EncoderRunner:
     num_cached_prefixes = 0
     is_compiled = False
     can_compile = False  # no items forward to compile: each pair runs whole, eager (compile_start)
+    eager_reason = "eager: a cross-encoder has no items forward to compile"
 
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
                  max_padding_fraction: float = ENCODER_MAX_PADDING_FRACTION) -> None:

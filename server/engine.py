@@ -11,56 +11,44 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Protocol, Sequence as Seq
 
+from server.classifier import Classifier
 from server.config import ServerConfig
 from server.errors import InternalError, RequestTimeout, ServiceUnavailable
 from server.inputs import InputLimits, prepare
+from server.interfaces import Runner, ScoreResult
 from server.metrics import ServerMetrics
+from server.rerank import Reranker
 from server.scheduler import Batch, Load, QueueFull, Scheduler, SchedulerLimits
 from server.schemas import ScoreRequest
-from server.sequence import Request, RunResult, Sequence
-from server.special_tokens import NO_SPECIAL_TOKENS
+from server.sequence import Request
 
 log = logging.getLogger(__name__)
 
 
-class Runner(Protocol):
-    vocab_size: int
-    max_context_tokens: int
-    # A runner may also have `special_tokens` (special_tokens.SpecialTokens: what its tokenizer
-    # adds around a text, e.g. a BOS); one without (the fakes, the benches') adds nothing.
-
-    def tokenize(self, text: str) -> list[int]: ...
-    def run(self, sequences: Seq[Sequence]) -> RunResult: ...
-    def keep_only(self, live_request_ids: set[int]) -> None: ...
-
-
-@dataclass(frozen=True)
-class ScoreResult:
-    scores: list[list[float]]
-    num_prompt_tokens: int
-
-
 class Engine:
-    # An engine has its model (startup.EngineStartup is what answers while one loads).
+    """A ScoringService (interfaces.py) whose model is loaded (startup.EngineStartup is the one
+    that answers while it loads)."""
+
     is_loading = False
     load_failed = False
 
-    def __init__(self, config: ServerConfig, runner: Runner) -> None:
-        """`config` is the effective one (config.resolve() already ran), the same the app reads."""
+    def __init__(self, config: ServerConfig, runner: Runner, reranker: Reranker | Classifier | None = None) -> None:
+        """`config` is the effective one (config.resolve() already ran), the same the app reads;
+        `reranker` the model's head as the load chose it (a rerank template or a classifier's), if
+        any."""
         if not config.is_resolved:
             raise ValueError("the engine needs a resolved config: call config.resolve(device, "
                              "dtype) first")
         self.config = config
         self.runner = runner
+        self.reranker = reranker
         self.scheduler = Scheduler(SchedulerLimits(
             max_running_requests=config.max_running_requests,
             max_prefill_tokens=config.max_prefill_tokens,
             max_total_tokens=config.max_total_tokens,
             max_queued_requests=config.max_queued_requests,
-            count_query_once=getattr(runner, "shares_query_in_forward", False),
+            count_query_once=runner.shares_query_in_forward,
         ))
         self.input_limits = InputLimits(
             vocab_size=runner.vocab_size,
@@ -68,7 +56,7 @@ class Engine:
             max_sequence_tokens=config.max_total_tokens,
             max_items_per_request=config.max_items_per_request,
         )
-        self.special_tokens = getattr(runner, "special_tokens", NO_SPECIAL_TOKENS)
+        self.special_tokens = runner.special_tokens
         self.metrics = ServerMetrics(config.model_name, config.max_total_tokens,
                                      self.scheduler.load)
         self.is_draining = False
@@ -113,8 +101,10 @@ class Engine:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def score(self, body: ScoreRequest) -> ScoreResult:
-        """Score one request. Raises a ScoreError (400/503/504/500) with a message."""
+    async def score(self, body: ScoreRequest, adapter: str | None = None) -> ScoreResult:
+        """Score one request, through the LoRA adapter so named (None: the base model; the name
+        one the runner loaded: served_models.py resolved it). Raises a ScoreError
+        (400/503/504/500) with a message."""
         if not self.is_ready:
             reason = "shutting down" if self.is_draining else "not ready"
             # Connection: close, so that a client on a kept-alive connection reconnects (through
@@ -124,7 +114,7 @@ class Engine:
         prepared = prepare(body, self.runner.tokenize, self.input_limits, self.special_tokens)
         if not prepared.own_ids:
             return ScoreResult([], 0)
-        request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options)
+        request = Request.create(prepared.prefix_ids, prepared.own_ids, prepared.options, adapter)
         request.future = asyncio.get_running_loop().create_future()
         try:
             self.scheduler.add(request)

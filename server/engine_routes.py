@@ -15,7 +15,6 @@ from pydantic import Discriminator, Tag
 
 from server.classifier import Classifier, check_texts, refusal
 from server.config import ServerConfig
-from server.engine import Engine
 from server.engine_shapes import (
     ClassifyData,
     ClassifyRequest,
@@ -31,7 +30,9 @@ from server.engine_shapes import (
 from server.errors import BadRequest
 from server.http_common import ERROR_RESPONSES, api_key_check, cancel_on_disconnect
 from server.inputs import check_encodable
+from server.interfaces import ScoringService
 from server.schemas import ScoreRequest
+from server.served_models import ServedModels
 
 # /v1/score's body: SGLang's shape, or vLLM's when it has one of vLLM's keys (engine_shapes).
 ScoreBody = Annotated[Union[Annotated[ScoreRequest, Tag("sglang")], Annotated[VllmScoreRequest, Tag("vllm")]],
@@ -47,7 +48,9 @@ def reranker_head(path: str, head) -> Classifier:
     raise refusal(path, head)
 
 
-def add_engine_routes(app: FastAPI, config: ServerConfig, engine: Engine, head_of: HeadOf) -> None:
+def add_engine_routes(app: FastAPI, config: ServerConfig, engine: ScoringService, head_of: HeadOf,
+                      served: ServedModels) -> None:
+    """TEI's body has no `model` (TEI serves one): its /rerank scores the base model."""
     checks = [api_key_check(config)]
 
     @app.post("/rerank", response_model=list[TeiRank], response_model_exclude_none=True,
@@ -68,34 +71,37 @@ def add_engine_routes(app: FastAPI, config: ServerConfig, engine: Engine, head_o
     @app.post("/score", response_model=VllmScoreResponse, responses=ERROR_RESPONSES, dependencies=checks)
     async def score(body: VllmScoreRequest, request: Request) -> VllmScoreResponse:
         """vLLM's score: text_1/text_2 or queries/documents, 1:1, 1:N or N:N."""
-        return await vllm_score(config, engine, head_of(), body, request, "/score")
+        adapter = served.resolve(body.model)
+        return await vllm_score(config, engine, head_of(), body, request, "/score", adapter)
 
     for path in ("/classify", "/v1/classify"):
-        _add_classify_route(app, path, config, engine, head_of, checks)
+        _add_classify_route(app, path, config, engine, head_of, checks, served)
 
 
-def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: Engine, head_of: HeadOf,
-                        checks: list) -> None:
+def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: ScoringService, head_of: HeadOf,
+                        checks: list, served: ServedModels) -> None:
     @app.post(path, response_model=ClassifyResponse, responses=ERROR_RESPONSES, dependencies=checks)
     async def classify(body: ClassifyRequest, request: Request) -> ClassifyResponse:
         """vLLM's /classify (SGLang's /v1/classify): one row of class probabilities per input."""
+        adapter = served.resolve(body.model)
         head = head_of()
         if not isinstance(head, Classifier):
             raise refusal(path, head)
         texts = [body.input] if isinstance(body.input, str) else body.input
         scoring = head.classify_request(texts, engine.runner.tokenize, engine.input_limits,
                                         engine.special_tokens)
-        result = await cancel_on_disconnect(engine.score(scoring), request)
+        result = await cancel_on_disconnect(engine.score(scoring, adapter), request)
         data = [ClassifyData(index=index, label=head.label_of(row), probs=row, num_classes=len(row))
                 for index, row in enumerate(result.scores)]
         return ClassifyResponse(id=f"classify-{uuid.uuid4().hex}", model=body.model or config.model_name,
                                 data=data, usage=_usage(result.num_prompt_tokens))
 
 
-async def vllm_score(config: ServerConfig, engine: Engine, head, body: VllmScoreRequest,
-                     request: Request, path: str = "/v1/score") -> VllmScoreResponse:
+async def vllm_score(config: ServerConfig, engine: ScoringService, head, body: VllmScoreRequest,
+                     request: Request, path: str = "/v1/score", adapter: str | None = None) -> VllmScoreResponse:
     """vLLM's answer: one score per pair, in the pairs' order. The pairs of one first text are one
-    scoring request (its query computed once on a decoder); N:N pairs are N requests at once."""
+    scoring request (its query computed once on a decoder); N:N pairs are N requests at once, all
+    through `adapter` (None: the base model)."""
     head = reranker_head(f"{path} (vLLM's shape)", head)
     try:
         pairs = body.pairs()
@@ -108,7 +114,7 @@ async def vllm_score(config: ServerConfig, engine: Engine, head, body: VllmScore
     check_texts("queries", list(by_query), engine.input_limits)
     scorings = [head.pair_request(query, [pairs[index][1] for index in indexes], engine.runner.tokenize,
                                   engine.input_limits) for query, indexes in by_query.items()]
-    results = await cancel_on_disconnect(asyncio.gather(*(engine.score(s) for s in scorings)), request)
+    results = await cancel_on_disconnect(asyncio.gather(*(engine.score(s, adapter) for s in scorings)), request)
     scores = [0.0] * len(pairs)
     for indexes, result in zip(by_query.values(), results):
         for index, row in zip(indexes, result.scores):

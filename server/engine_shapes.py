@@ -9,6 +9,8 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
+from server.schemas import MODEL_FIELD
+
 Texts = Union[StrictStr, list[StrictStr]]
 # Keys that make a /v1/score body vLLM's shape rather than SGLang's (query, items, label_token_ids).
 VLLM_SCORE_KEYS = ("text_1", "text_2", "queries", "documents")
@@ -39,7 +41,7 @@ class VllmScoreRequest(BaseModel):
     queries against documents, the same rules."""
 
     model_config = ConfigDict(extra="ignore")
-    model: StrictStr | None = None
+    model: StrictStr | None = Field(default=None, description=MODEL_FIELD)
     text_1: Texts | None = None
     text_2: Texts | None = None
     queries: Texts | None = None
@@ -97,7 +99,7 @@ class ClassifyRequest(BaseModel):
     """vLLM's POST /classify, SGLang's POST /v1/classify: one text or several."""
 
     model_config = ConfigDict(extra="ignore")
-    model: StrictStr | None = None
+    model: StrictStr | None = Field(default=None, description=MODEL_FIELD)
     input: Texts
 
 

@@ -11,7 +11,8 @@ from server.config import ServerConfig
 from server.errors import ClientDisconnected, Unauthorized
 from server.schemas import ErrorResponse
 
-ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 413, 415, 500, 503, 504)}
+# 404: a `model` not served here (served_models.py)
+ERROR_RESPONSES = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 415, 500, 503, 504)}
 
 
 def api_key_check(config: ServerConfig):

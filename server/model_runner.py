@@ -10,7 +10,8 @@ prefixes right-padded in a fresh cache, own tokens right-padded after them, posi
 explicitly, and one mask per layer type (full or sliding) built from true positions
 (attention_masks.py). Only each item's last hidden state goes on, to the head (heads.py): lm_head
 and what the family's ForCausalLM does after it (soft-capping, logit scaling), or a
-*ForSequenceClassification's score layer and its activation. Scores equal
+*ForSequenceClassification's score layer and its activation. A request may name a LoRA adapter
+(lora_rows.py): its rows of every forward, and its query's, go through it. Scores equal
 the unshared computation for the families that model_support.py allows; any other model is refused
 here. Never sees a queue; never decodes.
 """
@@ -33,6 +34,8 @@ from server.compiled_forward import (
     ItemsForward,
 )
 from server.heads import head_of
+from server.lora import Adapter
+from server.lora_rows import AdapterSet
 from server.model_support import layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
@@ -40,13 +43,11 @@ from server.special_tokens import special_tokens_of
 
 
 class ModelRunner:
-    can_compile = True  # its items forward (compile_start.py)
-
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
                  max_padding_fraction: float = MAX_PADDING_FRACTION,
-                 query_cache_tokens: int = 0) -> None:
+                 query_cache_tokens: int = 0, adapters: Seq[Adapter] = ()) -> None:
         """query_cache_tokens: the query cache's budget (QueryCache); 0 keeps a query only while
-        a request holds it."""
+        a request holds it. adapters: LoRA adapters loaded for `model` (lora.load_adapter)."""
         reason = unsupported_reason(model.config)
         if reason is not None:
             raise ValueError(f"the runner cannot score this model exactly: {reason}")
@@ -57,6 +58,7 @@ class ModelRunner:
         self._decoder = model.get_decoder()
         register()  # the shared-prefix attention, for the forwards it computes exactly
         self._items_forward = ItemsForward(self._decoder)
+        self.adapters = AdapterSet(model, adapters)
         self.head = head_of(model)  # lm_head and label probabilities, or a classification head
         self._windows = layer_windows(model.config)  # mask key -> window
         self._layer_windows = [self._windows[key] for key in layer_mask_keys(model.config)]
@@ -93,6 +95,13 @@ class ModelRunner:
         """Requests that left the scheduler no longer hold their queries (the cache keeps them
         within its budget). Never call during run()."""
         self.query_cache.keep_only(live_request_ids)
+
+    @property
+    def can_compile(self) -> bool:
+        """Its items forward compiles (compile_start.py), unless adapters' hooks are in it."""
+        return not self.adapters
+
+    eager_reason = "eager: LoRA adapters are applied by hooks a compiled graph cannot take"
 
     @property
     def is_compiled(self) -> bool:
@@ -158,11 +167,13 @@ class ModelRunner:
             ids = request.prefix_ids
             if not ids:
                 continue  # item_first, or no query: nothing shared
-            kv = self.query_cache.get(request.rid, ids)
+            adapter = request.adapter or ""  # one adapter's query state is never another's
+            kv = self.query_cache.get(request.rid, ids, adapter)
             if kv is None:
-                head_len, head = self.query_cache.longest_head(ids)
-                kv = self._compute_prefix(ids, head_len, head)
-                self.query_cache.add(request.rid, ids, kv)
+                head_len, head = self.query_cache.longest_head(ids, adapter)
+                with self.adapters.rows([request.adapter]):
+                    kv = self._compute_prefix(ids, head_len, head)
+                self.query_cache.add(request.rid, ids, kv, adapter)
                 num_computed += len(ids) - head_len
             self._prefix_cache[request.rid] = kv
         return num_computed
@@ -208,13 +219,16 @@ class ModelRunner:
         """The last hidden state [batch, hidden] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        if self.use_cascade and cascade_reason(
-                self._decoder.config, self.device, self._layer_windows, max_tokens) is None:
-            # The rows of a request side by side: each request's prefix is then one run of rows.
-            order = sorted(range(len(sequences)), key=lambda row: sequences[row].request.rid)
-            hidden = self._last_hidden([sequences[row] for row in order], cascade=True)
-            return hidden[torch.tensor(order, device=self.device).argsort()]
-        return self._last_hidden(sequences, cascade=False)
+        cascade = self.use_cascade and cascade_reason(
+            self._decoder.config, self.device, self._layer_windows, max_tokens) is None
+        if not (cascade or self.adapters):
+            return self._last_hidden(sequences, cascade=False)
+        # The rows of a request side by side (each request's prefix is then one run of rows), and
+        # of an adapter (its update then one slice of the rows: lora_rows.py).
+        order = sorted(range(len(sequences)),
+                       key=lambda row: (sequences[row].request.adapter or "", sequences[row].request.rid))
+        hidden = self._last_hidden([sequences[row] for row in order], cascade=cascade)
+        return hidden[torch.tensor(order, device=self.device).argsort()]
 
     def _last_hidden(self, sequences: Seq[Sequence], cascade: bool) -> torch.Tensor:
         """The decoder's last hidden state [batch, hidden] at each sequence's last token."""
@@ -229,13 +243,14 @@ class ModelRunner:
             input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
             positions[row] = prefix_lens[row] + torch.arange(max_own)
         input_ids, positions = input_ids.to(self.device), positions.to(self.device)
-        if cascade:
-            hidden = self._items_forward.cascade(input_ids, positions, self._prefix_segments(sequences))
-        else:
-            masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
-                     for kind, window in self._windows.items()}
-            hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions,
-                                         self._batch_cache(sequences) if max(prefix_lens) else None)
+        with self.adapters.rows([seq.request.adapter for seq in sequences]):  # each row its adapter's
+            if cascade:
+                hidden = self._items_forward.cascade(input_ids, positions, self._prefix_segments(sequences))
+            else:
+                masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
+                         for kind, window in self._windows.items()}
+                hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions,
+                                             self._batch_cache(sequences) if max(prefix_lens) else None)
         last = torch.tensor(own_lens, device=self.device) - 1
         return hidden[torch.arange(batch, device=self.device), last]
 

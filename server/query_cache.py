@@ -1,6 +1,8 @@
 """QueryCache: queries' key/value tensors kept across requests, least recently used out first.
 
-Keyed by a query's exact token ids as laid out (BOS included); an entry holds, per layer, (keys,
+Keyed by the LoRA adapter the query went through ("" for the base model: an adapter changes every
+layer's keys and values, so one adapter's query never stands for another's, nor for a head of it)
+and the query's exact token ids as laid out (BOS included); an entry holds, per layer, (keys,
 values) [1, heads, n, dim]: all n keys on full-attention layers, the last window - 1 on sliding
 ones (what a later token can still see). Entries held by live requests are never evicted; the
 rest are bounded by a token budget. The cache holds tensors but computes nothing: the runner
@@ -16,6 +18,7 @@ from typing import Iterable
 import torch
 
 KV = tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer (keys, values): [1, heads, n, dim]
+Key = tuple[str, tuple[int, ...]]  # (adapter, "" for the base model; the query's ids)
 
 
 @dataclass(eq=False)
@@ -73,8 +76,8 @@ class QueryCache:
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         self.max_tokens = max_tokens
-        self._entries: OrderedDict[tuple[int, ...], Entry] = OrderedDict()  # least recent first
-        self._held: dict[int, tuple[int, ...]] = {}  # request id -> the query it holds
+        self._entries: OrderedDict[Key, Entry] = OrderedDict()  # least recent first
+        self._held: dict[int, Key] = {}  # request id -> the query it holds
         self.num_tokens = 0  # over all entries; kept here so a scrape thread reads one int
 
     def __len__(self) -> int:
@@ -84,36 +87,40 @@ class QueryCache:
     def num_held_tokens(self) -> int:
         return sum(entry.num_tokens for entry in self._entries.values() if entry.holders)
 
-    def get(self, rid: int, ids: tuple[int, ...]) -> KV | None:
-        """The query's tensors if cached (now held by request `rid`, and most recently used)."""
-        entry = self._entries.get(ids)
+    def get(self, rid: int, ids: tuple[int, ...], adapter: str = "") -> KV | None:
+        """The query's tensors through `adapter` if cached (now held by request `rid`, and most
+        recently used)."""
+        key = (adapter, ids)
+        entry = self._entries.get(key)
         if entry is None:
             return None
-        self._entries.move_to_end(ids)
-        self._hold(rid, ids, entry)
+        self._entries.move_to_end(key)
+        self._hold(rid, key, entry)
         return entry.kv
 
-    def longest_head(self, ids: tuple[int, ...]) -> tuple[int, KV | None]:
-        """(head_len, its tensors) of the longest cached head of `ids` shorter than `ids`, or
-        (0, None). The entry it came from counts as used. Scans the entries: each a few slice
-        compares, far less than computing the query it may save."""
-        best_len, best_ids = 0, None
-        for entry_ids, entry in self._entries.items():
-            head_len = usable_head_len(entry_ids, entry.is_whole, ids)
+    def longest_head(self, ids: tuple[int, ...], adapter: str = "") -> tuple[int, KV | None]:
+        """(head_len, its tensors) of the longest cached head of `ids` through `adapter` shorter
+        than `ids`, or (0, None). The entry it came from counts as used. Scans the entries: each a
+        few slice compares, far less than computing the query it may save."""
+        best_len, best_key = 0, None
+        for key, entry in self._entries.items():
+            head_len = usable_head_len(key[1], entry.is_whole, ids) if key[0] == adapter else 0
             if head_len > best_len:
-                best_len, best_ids = head_len, entry_ids
-        if best_ids is None:
+                best_len, best_key = head_len, key
+        if best_key is None:
             return 0, None
-        self._entries.move_to_end(best_ids)
-        entry = self._entries[best_ids]
+        self._entries.move_to_end(best_key)
+        entry = self._entries[best_key]
         return best_len, head_of(entry.kv, entry.num_tokens, best_len)
 
-    def add(self, rid: int, ids: tuple[int, ...], kv: KV) -> None:
-        """Keep a freshly computed query, held by request `rid`; then evict down to the budget."""
+    def add(self, rid: int, ids: tuple[int, ...], kv: KV, adapter: str = "") -> None:
+        """Keep a freshly computed query through `adapter`, held by request `rid`; then evict down
+        to the budget."""
+        key = (adapter, ids)
         entry = Entry.of(kv, len(ids))
-        self._entries[ids] = entry
+        self._entries[key] = entry
         self.num_tokens += entry.num_tokens
-        self._hold(rid, ids, entry)
+        self._hold(rid, key, entry)
         self._evict()
 
     def keep_only(self, live_request_ids: Iterable[int]) -> None:
@@ -128,14 +135,14 @@ class QueryCache:
 
     def clear(self) -> None:
         """Forget every entry no live request holds (e.g. the synthetic ones of a warm-up)."""
-        for ids in [ids for ids, entry in self._entries.items() if not entry.holders]:
-            self._drop(ids)
+        for key in [key for key, entry in self._entries.items() if not entry.holders]:
+            self._drop(key)
 
-    def _hold(self, rid: int, ids: tuple[int, ...], entry: Entry) -> None:
+    def _hold(self, rid: int, key: Key, entry: Entry) -> None:
         previous = self._held.get(rid)
-        if previous is not None and previous != ids and previous in self._entries:
+        if previous is not None and previous != key and previous in self._entries:
             self._entries[previous].holders.discard(rid)  # a request holds one query
-        self._held[rid] = ids
+        self._held[rid] = key
         entry.holders.add(rid)
 
     def _evict(self) -> None:
@@ -143,10 +150,10 @@ class QueryCache:
         held entries are left (those leave once their requests do)."""
         if self.num_tokens <= self.max_tokens:
             return
-        for ids in [ids for ids, entry in self._entries.items() if not entry.holders]:
-            self._drop(ids)
+        for key in [key for key, entry in self._entries.items() if not entry.holders]:
+            self._drop(key)
             if self.num_tokens <= self.max_tokens:
                 return
 
-    def _drop(self, ids: tuple[int, ...]) -> None:
-        self.num_tokens -= self._entries.pop(ids).num_tokens
+    def _drop(self, key: Key) -> None:
+        self.num_tokens -= self._entries.pop(key).num_tokens

@@ -11,6 +11,8 @@ from typing import Annotated, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from server.schemas import MODEL_FIELD
+
 
 class DocumentIn(BaseModel):
     """A document as an object (Cohere v1, Jina): its `text` is ranked; other keys are ignored."""
@@ -22,7 +24,7 @@ class DocumentIn(BaseModel):
 class RerankRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    model: StrictStr | None = Field(default=None, description="Echoed back.")
+    model: StrictStr | None = Field(default=None, description=MODEL_FIELD)
     query: StrictStr = Field(description="The search query; filled into the template's shared head.")
     documents: list[Union[StrictStr, DocumentIn]] = Field(
         description="Texts (or {text} objects) to rank against the query; one scored item each.")

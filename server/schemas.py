@@ -9,6 +9,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+# What a request's `model` may be (server/served_models.py).
+MODEL_FIELD = ("A served name (absent: the primary one), a LoRA adapter's name, or <served name>:<adapter>; "
+               "anything else is a 404. Echoed back.")
+
 TokenId = Annotated[StrictInt, Field(ge=0)]
 TokenIds = list[TokenId]
 
@@ -29,7 +33,7 @@ class ScoreRequest(BaseModel):
         default=False,
         description="false: full-vocabulary probabilities; true: softmax over the label tokens only.")
     item_first: StrictBool = Field(default=False, description="Score item+query instead of query+item.")
-    model: StrictStr | None = Field(default=None, description="Echoed back.")
+    model: StrictStr | None = Field(default=None, description=MODEL_FIELD)
 
 
 class Usage(BaseModel):

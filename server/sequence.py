@@ -54,6 +54,7 @@ class Request:
 
     prefix_ids: tuple[int, ...]
     options: ScoringOptions
+    adapter: str | None = None  # the LoRA adapter its forwards go through; None: the base model
     rid: int = field(default_factory=lambda: next(_request_ids))
     arrival_s: float = field(default_factory=time.perf_counter)
     first_scheduled_s: float | None = None
@@ -62,8 +63,8 @@ class Request:
 
     @classmethod
     def create(cls, prefix_ids: tuple[int, ...], own_ids: list[tuple[int, ...]],
-               options: ScoringOptions) -> Request:
-        request = cls(prefix_ids=prefix_ids, options=options)
+               options: ScoringOptions, adapter: str | None = None) -> Request:
+        request = cls(prefix_ids=prefix_ids, options=options, adapter=adapter)
         request.sequences = [Sequence(request, ids) for ids in own_ids]
         return request
 

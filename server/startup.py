@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from server.config import ServerConfig
-from server.engine import Engine, Runner
+from server.engine import Engine
 from server.errors import ModelLoadError, ServiceUnavailable
+from server.interfaces import Runner
 from server.metrics import ServerMetrics
 from server.scheduler import Load
 
@@ -39,6 +40,8 @@ LoadFunction = Callable[[], tuple]  # (config, runner) or (config, runner, reran
 
 
 class EngineStartup:
+    """A ScoringService (interfaces.py) from the process's first second."""
+
     def __init__(self, config: ServerConfig, load: LoadFunction,
                  on_ready: Callable[[Engine], None] | None = None) -> None:
         """`load()` runs on the loading thread and returns the resolved config and the runner
@@ -48,7 +51,6 @@ class EngineStartup:
         self.config = config  # the resolved one once loaded (what /get_server_info reports)
         self._load, self._on_ready = load, on_ready
         self.engine: Engine | None = None
-        self._reranker = None
         self.load_failed = False
         self.is_draining = False
         self._loading_metrics = ServerMetrics(config.model_name, config.max_total_tokens,
@@ -84,14 +86,13 @@ class EngineStartup:
     @property
     def reranker(self):
         """The rerank template the load chose (None: none for this model); 503 while loading."""
-        self._loaded()
-        return self._reranker
+        return self._loaded().reranker
 
     def load(self) -> Load:
         return NO_LOAD if self.engine is None else self.engine.load()
 
-    async def score(self, body):
-        return await self._loaded().score(body)
+    async def score(self, body, adapter: str | None = None):
+        return await self._loaded().score(body, adapter)
 
     def _loaded(self) -> Engine:
         if self.engine is None:
@@ -129,11 +130,11 @@ class EngineStartup:
                 log.exception("loading the model failed")
             self.load_failed = True
             return
-        engine = Engine(config, runner)
+        engine = Engine(config, runner, reranker)
         if self.is_draining:  # a SIGTERM came while loading
             engine.begin_drain()
         await engine.start()
-        self.config, self._reranker, self.engine = config, reranker, engine
+        self.config, self.engine = config, engine
         if self._on_ready is not None:
             self._on_ready(engine)
 

@@ -31,6 +31,7 @@ from bench.fanout_workload import (
 )
 from bench.server_process import start_server
 from server.sequence import RunResult, requests_of
+from server.special_tokens import NO_SPECIAL_TOKENS
 from tests.bench.conftest import serve
 
 TINY = FanOut(num_queries=3, requests_per_query=4, num_items=3, query_tokens=30, item_tokens=5)
@@ -41,6 +42,8 @@ class CachingRunner:
 
     vocab_size = 49152
     max_context_tokens = 8192
+    shares_query_in_forward = False
+    special_tokens = NO_SPECIAL_TOKENS
 
     def __init__(self) -> None:
         self.seen: set[tuple[int, ...]] = set()

@@ -52,7 +52,7 @@ def test_control_requirements_leave_out_the_servers_stack_and_keep_pyprojects_ve
     control = image_requirements.select(runtime, image_requirements.CONTROL)
     names = {image_requirements.requirement_name(r) for r in control}
     assert names == {"kopf", "kubernetes", "aiohttp", "prometheus-client", "pyyaml"}
-    assert not names & {"torch", "transformers", "accelerate", "gguf", "fastapi", "uvicorn"}
+    assert not names & {"torch", "transformers", "accelerate", "peft", "gguf", "fastapi", "uvicorn"}
     assert set(control) <= set(runtime)  # the specifiers are pyproject's, unchanged
 
 

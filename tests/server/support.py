@@ -22,6 +22,7 @@ from server.connections import uvicorn_config
 from server.drain import DrainingServer
 from server.engine import Engine
 from server.sequence import RunResult
+from server.special_tokens import NO_SPECIAL_TOKENS, SpecialTokens
 
 CORPUS = [
     "What is the capital of California? Answer Yes or No for each of the following options:",
@@ -73,6 +74,8 @@ class FakeRunner:
 
     vocab_size: int = 1000
     max_context_tokens: int = 512
+    shares_query_in_forward: bool = False  # each row holds its query (the scheduler counts it per row)
+    special_tokens: SpecialTokens = NO_SPECIAL_TOKENS  # adds nothing around a text
     gate: threading.Event | None = None
     fail_when: object = None  # callable(sequences) -> bool
     batches: list[int] = field(default_factory=list)  # sizes of the batches run

@@ -17,6 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scoringfleet_contract.facts import error_body
 from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
 from tests.server.support import FakeRunner, free_port, live_server, serving, wait_until
@@ -33,6 +34,7 @@ def tiny(tiny_model_dir):
     from transformers import AutoTokenizer
 
     config = resolve_config(ServerConfig(model_path=str(tiny_model_dir), dtype="float32",
+                                         served_model_name=("tiny-llama", "my-scorer"),
                                          port=free_port(), max_items_per_request=MAX_ITEMS,
                                          request_timeout_s=10))
     engine = build_engine(config)
@@ -77,8 +79,15 @@ def test_text_request_answers_one_row_per_item_in_the_contract_shape(tiny):
 
 def test_model_field_is_echoed(tiny):
     response = score(tiny.client, query=QUERY, items=ITEMS[:1], label_token_ids=LABELS,
-                     model="my-scorer")
+                     model="my-scorer")  # the second served name: the base model, echoed as asked
     assert response.json()["model"] == "my-scorer"
+
+
+def test_a_model_not_served_is_a_404_naming_the_served_names(tiny):
+    response = score(tiny.client, query=QUERY, items=ITEMS[:1], label_token_ids=LABELS, model="other")
+    assert response.status_code == 404
+    assert response.json() == error_body(404, "model 'other' is not served here; served: 'tiny-llama', "
+                                              "'my-scorer' (no LoRA adapters)")
 
 
 def test_token_id_inputs_score_like_the_separately_tokenized_text(tiny):
@@ -292,7 +301,8 @@ def test_health_readiness_and_models(tiny):
     assert tiny.client.get("/health_generate").status_code == 200
     models = tiny.client.get("/v1/models").json()
     assert models["object"] == "list"
-    assert [m["id"] for m in models["data"]] == [tiny.config.model_name]
+    assert [(m["id"], m["root"], m["parent"]) for m in models["data"]] == [
+        ("tiny-llama", tiny.config.model_path, None), ("my-scorer", tiny.config.model_path, None)]
 
 
 def test_server_info_shows_the_effective_arguments(tiny):

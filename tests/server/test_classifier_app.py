@@ -38,7 +38,7 @@ def served(request, tmp_path_factory):
 def serve_classifier(folder, family: str, **build):
     """A live server over the real loader and runner for a tiny classifier of `family`."""
     build_classifier(folder, family, **build)
-    config = ServerConfig(model_path=str(folder), port=free_port(), api_key=KEY,
+    config = ServerConfig(model_path=str(folder), port=free_port(), api_key=KEY, served_model_name="tiny",
                           max_items_per_request=16).resolve("cpu", "float32")
     runner = build_runner(config)
     head = build_reranker(config, runner)

@@ -35,6 +35,7 @@ class StandInRunner:
     failures: int = 0
     calls: int = 0
     can_compile: bool = True
+    eager_reason: str = "eager: a cross-encoder has no items forward to compile"  # when not can_compile
     device: object = field(default_factory=lambda: __import__("torch").device("cpu"))
     model: object = field(default_factory=lambda: type("Model", (), {"config": ModelConfig()})())
 

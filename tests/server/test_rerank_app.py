@@ -25,7 +25,7 @@ KEY = "rerank-key"
 def server():
     runner = FakeRunner()
     with serving(runner, Reranker.create(TEMPLATE, runner.tokenize), api_key=KEY,
-                 max_items_per_request=8) as (url, engine):
+                 max_items_per_request=8, served_model_name=("any", "m")) as (url, engine):
         yield url, engine
 
 

@@ -29,7 +29,7 @@ DOCUMENTS = ["Paris is the capital and largest city of France.", "Bananas are ye
 @pytest.fixture(scope="module")
 def real():
     config = resolve_config(ServerConfig(dtype="float32", port=free_port(), request_timeout_s=120,
-                                         api_key=KEY))
+                                         api_key=KEY, served_model_name="SmolLM2"))
     engine = build_engine(config)
     reranker = build_reranker(config, engine.runner)
     with live_server(config, engine, reranker) as url:
