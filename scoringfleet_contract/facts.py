@@ -67,10 +67,11 @@ def body_too_large(max_bytes: int) -> str:
 
 # ---- routes: what a client may POST (the server serves them, the gateway forwards them) ----------
 SCORE_PATH = "/v1/score"           # SGLang's; vLLM's shapes too
-RERANK_PATHS = ("/v1/rerank", "/v2/rerank", "/rerank")  # Cohere's v1 and v2, TEI's
-VLLM_SCORE_PATH = "/score"         # vLLM's
+COHERE_RERANK_PATHS = {"1": "/v1/rerank", "2": "/v2/rerank"}  # by Cohere's API version
+TEI_RERANK_PATH = "/rerank"
+VLLM_SCORE_PATH = "/score"
 CLASSIFY_PATHS = ("/classify", "/v1/classify")  # vLLM's, SGLang's
-SCORING_PATHS = (SCORE_PATH, *RERANK_PATHS, VLLM_SCORE_PATH, *CLASSIFY_PATHS)
+SCORING_PATHS = (SCORE_PATH, *COHERE_RERANK_PATHS.values(), TEI_RERANK_PATH, VLLM_SCORE_PATH, *CLASSIFY_PATHS)
 MODELS_PATH = "/v1/models"         # OpenAI's list: served names and adapters
 SERVER_INFO_PATH = "/get_server_info"
 

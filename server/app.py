@@ -15,7 +15,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from scoringfleet_contract.facts import LOADING_HEADER, error_body
+from scoringfleet_contract.facts import (
+    COHERE_RERANK_PATHS,
+    HEALTH_GENERATE_PATH,
+    HEALTH_PATH,
+    LOAD_PATH,
+    LOADING_HEADER,
+    METRICS_PATH,
+    MODELS_PATH,
+    SCORE_PATH,
+    SERVER_INFO_PATH,
+    error_body,
+)
 from server.body_limit import BodySizeLimit
 from server.classifier import Classifier, refusal, routes_of
 from server.config import ServerConfig
@@ -55,7 +66,7 @@ def create_app(config: ServerConfig, engine: ScoringService, reranker: Reranker 
     served = ServedModels(config.served_names, tuple(config.adapter_paths))
     _add_score_route(app, config, engine, reranker, served)
     add_engine_routes(app, config, engine, lambda: _reranker_of(engine, reranker), served)
-    for version in ("1", "2"):
+    for version in COHERE_RERANK_PATHS:
         _add_rerank_route(app, config, engine, reranker, version, served)
     _add_load_routes(app, engine)
     _add_probe_routes(app, engine)
@@ -66,7 +77,7 @@ def create_app(config: ServerConfig, engine: ScoringService, reranker: Reranker 
 
 def _add_score_route(app: FastAPI, config: ServerConfig, engine: ScoringService, reranker,
                      served: ServedModels) -> None:
-    @app.post("/v1/score", response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
+    @app.post(SCORE_PATH, response_model=ScoreResponse | VllmScoreResponse, responses=ERROR_RESPONSES,
               dependencies=[api_key_check(config)])
     async def score(body: ScoreBody, request: Request) -> ScoreResponse | VllmScoreResponse:
         """SGLang's shape (query, items, label_token_ids) for a causal LM; vLLM's (text_1/text_2,
@@ -99,7 +110,7 @@ def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: ScoringService
                       reranker: Reranker | Classifier | None, version: str, served: ServedModels) -> None:
     """Cohere's shape (server/rerank.py): one scoring request on the same engine, limits and key,
     built by the template (a causal LM) or as the tokenizer pairs texts (a one-label classifier)."""
-    @app.post(f"/v{version}/rerank", response_model=RerankResponse, response_model_exclude_none=True,
+    @app.post(COHERE_RERANK_PATHS[version], response_model=RerankResponse, response_model_exclude_none=True,
               responses={**ERROR_RESPONSES, 404: {"model": ErrorResponse}},
               dependencies=[api_key_check(config)])
     async def rerank(body: RerankRequest, request: Request) -> RerankResponse:
@@ -118,7 +129,7 @@ def _add_rerank_route(app: FastAPI, config: ServerConfig, engine: ScoringService
 
 def _add_load_routes(app: FastAPI, engine: ScoringService) -> None:
     """Read from the scheduler when asked: true at every moment, a drain's included."""
-    @app.get("/get_load", response_model=list[LoadEntry])
+    @app.get(LOAD_PATH, response_model=list[LoadEntry])
     async def get_load(response: Response) -> list[LoadEntry]:
         load = engine.load()
         # The body stays SGLang's; whether the model is still loading (load then 0) is a header.
@@ -126,7 +137,7 @@ def _add_load_routes(app: FastAPI, engine: ScoringService) -> None:
         return [LoadEntry(num_reqs=load.num_reqs, num_waiting_reqs=load.num_waiting,
                           num_tokens=load.num_tokens, ts_tic=time.perf_counter())]
 
-    @app.get("/metrics", response_class=PlainTextResponse,
+    @app.get(METRICS_PATH, response_class=PlainTextResponse,
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}})
     async def metrics() -> Response:
         return Response(engine.metrics.render(),
@@ -134,12 +145,12 @@ def _add_load_routes(app: FastAPI, engine: ScoringService) -> None:
 
 
 def _add_probe_routes(app: FastAPI, engine: ScoringService) -> None:
-    @app.get("/health", response_class=Response, responses={200: {"description": "Alive"}})
+    @app.get(HEALTH_PATH, response_class=Response, responses={200: {"description": "Alive"}})
     async def health() -> Response:
         """Liveness: the process answers (also while draining)."""
         return Response(status_code=200)
 
-    @app.get("/health_generate", response_class=Response,
+    @app.get(HEALTH_GENERATE_PATH, response_class=Response,
              responses={200: {"description": "Ready"}, 503: {"model": ErrorResponse}})
     async def health_generate() -> Response:
         """Readiness: model loaded, loop alive, not draining."""
@@ -154,7 +165,7 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: ScoringService,
                      reranker: Reranker | None) -> None:
     created = int(time.time())
 
-    @app.get("/v1/models")
+    @app.get(MODELS_PATH)
     async def models() -> dict:
         """vLLM's list: each served name, then each LoRA adapter (its parent the primary name)."""
         max_model_len = engine.input_limits.max_context_tokens  # 503 while the model loads
@@ -165,7 +176,7 @@ def _add_info_routes(app: FastAPI, config: ServerConfig, engine: ScoringService,
               for name, path in config.adapter_paths.items()),
         ]}
 
-    @app.get("/get_server_info")
+    @app.get(SERVER_INFO_PATH)
     async def server_info() -> dict:
         """The effective arguments (device and dtype as resolved) and the model's limits."""
         limits = engine.input_limits  # 503 while the model loads

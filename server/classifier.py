@@ -14,6 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from scoringfleet_contract.facts import (
+    CLASSIFY_PATHS,
+    COHERE_RERANK_PATHS,
+    SCORE_PATH,
+    TEI_RERANK_PATH,
+    VLLM_SCORE_PATH,
+)
 from server.classifier_support import activation_of, is_encoder, labels_of
 from server.errors import BadRequest
 from server.inputs import InputLimits, check_encodable, check_length
@@ -24,11 +31,11 @@ from server.special_tokens import PairTokens, SpecialTokens, pair_tokens_of
 
 Tokenize = Callable[[str], list[int]]
 
-LM_ROUTES = ("/v1/score (SGLang's shape: query, items, label_token_ids)",)
-TEMPLATE_ROUTES = (*LM_ROUTES, "/v1/rerank", "/v2/rerank")
-CLASSIFY_ROUTES = ("/classify", "/v1/classify")
-RERANKER_ROUTES = ("/v1/rerank", "/v2/rerank", "/rerank", "/score and /v1/score (vLLM's shapes: "
-                   "text_1/text_2, queries/documents)", *CLASSIFY_ROUTES)
+LM_ROUTES = (f"{SCORE_PATH} (SGLang's shape: query, items, label_token_ids)",)
+TEMPLATE_ROUTES = (*LM_ROUTES, *COHERE_RERANK_PATHS.values())
+CLASSIFY_ROUTES = CLASSIFY_PATHS
+RERANKER_ROUTES = (*COHERE_RERANK_PATHS.values(), TEI_RERANK_PATH, f"{VLLM_SCORE_PATH} and {SCORE_PATH} (vLLM's "
+                   "shapes: text_1/text_2, queries/documents)", *CLASSIFY_PATHS)
 
 
 def check_texts(field: str, texts: list[str], limits: InputLimits) -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Callable, Union
 from fastapi import FastAPI, Request
 from pydantic import Discriminator, Tag
 
+from scoringfleet_contract.facts import CLASSIFY_PATHS, SCORE_PATH, TEI_RERANK_PATH, VLLM_SCORE_PATH
 from server.classifier import Classifier, check_texts, refusal
 from server.config import ServerConfig
 from server.engine_shapes import (
@@ -53,11 +54,11 @@ def add_engine_routes(app: FastAPI, config: ServerConfig, engine: ScoringService
     """TEI's body has no `model` (TEI serves one): its /rerank scores the base model."""
     checks = [api_key_check(config)]
 
-    @app.post("/rerank", response_model=list[TeiRank], response_model_exclude_none=True,
+    @app.post(TEI_RERANK_PATH, response_model=list[TeiRank], response_model_exclude_none=True,
               responses=ERROR_RESPONSES, dependencies=checks)
     async def tei_rerank(body: TeiRerankRequest, request: Request) -> list[TeiRank]:
         """TEI's rerank: ranks best first; raw_scores, return_text, truncate."""
-        head = reranker_head("/rerank", head_of())
+        head = reranker_head(TEI_RERANK_PATH, head_of())
         check_texts("texts", body.texts, engine.input_limits)
         check_encodable("query", body.query)
         scoring = head.pair_request(body.query, body.texts, engine.runner.tokenize, engine.input_limits,
@@ -68,13 +69,13 @@ def add_engine_routes(app: FastAPI, config: ServerConfig, engine: ScoringService
         return [TeiRank(index=index, score=scores[index], text=body.texts[index] if body.return_text else None)
                 for index in order]
 
-    @app.post("/score", response_model=VllmScoreResponse, responses=ERROR_RESPONSES, dependencies=checks)
+    @app.post(VLLM_SCORE_PATH, response_model=VllmScoreResponse, responses=ERROR_RESPONSES, dependencies=checks)
     async def score(body: VllmScoreRequest, request: Request) -> VllmScoreResponse:
         """vLLM's score: text_1/text_2 or queries/documents, 1:1, 1:N or N:N."""
         adapter = served.resolve(body.model)
-        return await vllm_score(config, engine, head_of(), body, request, "/score", adapter)
+        return await vllm_score(config, engine, head_of(), body, request, VLLM_SCORE_PATH, adapter)
 
-    for path in ("/classify", "/v1/classify"):
+    for path in CLASSIFY_PATHS:
         _add_classify_route(app, path, config, engine, head_of, checks, served)
 
 
@@ -98,7 +99,7 @@ def _add_classify_route(app: FastAPI, path: str, config: ServerConfig, engine: S
 
 
 async def vllm_score(config: ServerConfig, engine: ScoringService, head, body: VllmScoreRequest,
-                     request: Request, path: str = "/v1/score", adapter: str | None = None) -> VllmScoreResponse:
+                     request: Request, path: str = SCORE_PATH, adapter: str | None = None) -> VllmScoreResponse:
     """vLLM's answer: one score per pair, in the pairs' order. The pairs of one first text are one
     scoring request (its query computed once on a decoder); N:N pairs are N requests at once, all
     through `adapter` (None: the base model)."""
