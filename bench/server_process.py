@@ -94,11 +94,12 @@ def start_server(module: str, args: list[str], host: str = "127.0.0.1",
     try:
         yield server
     finally:
-        _stop(process)
+        stop(process)
         log_path.unlink(missing_ok=True)
 
 
-def _stop(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
+def stop(process: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """SIGTERM `process` and reap it; SIGKILL if it has not exited within timeout_s."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:

@@ -9,7 +9,7 @@ def test_the_helpers_that_start_a_process_or_the_emulator_are_found():
     assert {"gateway_process", "start_worker", "running_operator", "run_kube_api", "ServerProcess",
             "stop", "helm_env.find_python"} <= starters
     # in-process servers (a thread) and pure helpers are not
-    assert not {"serving", "live_server", "FakeRunner", "wait_until", "score_body"} & starters
+    assert not {"serving", "live_server", "FakeRunner", "wait_for", "score_body"} & starters
 
 
 def test_names_in_sees_names_imports_and_starters_reached_as_attributes():

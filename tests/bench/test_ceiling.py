@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from bench.ceiling import Ceiling, linear_weights, matmul_gflops, matmul_shape, measure_ceiling, processor
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bench.cold_start import Wake, cached_path, copy_paced, format_table, main, model_bytes, server_times
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
 
 
 def test_server_times_reads_the_servers_start_lines():

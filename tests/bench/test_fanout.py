@@ -32,7 +32,7 @@ from bench.fanout_workload import (
 from bench.server_process import start_server
 from server.sequence import RunResult, requests_of
 from server.special_tokens import NO_SPECIAL_TOKENS
-from tests.bench.conftest import serve
+from tests.kit.servers import serving
 
 TINY = FanOut(num_queries=3, requests_per_query=4, num_items=3, query_tokens=30, item_tokens=5)
 
@@ -99,7 +99,7 @@ def test_query_hit_share_from_the_computed_tokens():
 
 
 def test_single_server_run_counts_the_shared_query(capsys):
-    with serve(CachingRunner()) as url:
+    with serving(CachingRunner()) as (url, _):
         runs = asyncio.run(single_runs(url, TINY, rounds=2))
     assert [r.name for r in runs] == ["fan-out, round 1", "distinct, round 1",
                                       "distinct, round 2", "fan-out, round 2"]
@@ -114,7 +114,7 @@ def test_single_server_run_counts_the_shared_query(capsys):
 
 def test_fleet_runs_compare_the_policies_over_three_servers():
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(serve(CachingRunner())) for _ in range(3)]
+        servers = [stack.enter_context(serving(CachingRunner()))[0] for _ in range(3)]
         gateways = {policy: stack.enter_context(start_server(
             "gateway", ["--worker-urls", *servers, "--policy", policy]))
             for policy in ("cache_aware", "power_of_two")}

@@ -12,7 +12,7 @@ from bench.gateway import (
     uneven_bodies,
 )
 from bench.server_process import start_server
-from tests.bench.conftest import serve
+from tests.kit.servers import serving
 
 
 def test_uneven_bodies_mix_one_and_64_items():
@@ -21,7 +21,7 @@ def test_uneven_bodies_mix_one_and_64_items():
 
 
 def test_overhead_and_policy_runs_print_numbers(free_url):
-    with serve(FreeRunner()) as second, \
+    with serving(FreeRunner()) as (second, _), \
             start_server("gateway", gateway_args([free_url, second])) as p2, \
             start_server("gateway", gateway_args([free_url, second], "round_robin")) as rr:
         p2.wait_ready(timeout_s=30)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench.lora import SCENARIOS, main
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import torch
 from bench import offline
 from bench.workload import Workload, make_bodies
 from server.model_runner import ModelRunner
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

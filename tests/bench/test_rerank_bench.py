@@ -11,7 +11,7 @@ from server.config import ServerConfig
 from server.engine import Engine
 from server.rerank import Reranker
 from server.rerank_templates import parse_template
-from tests.server.support import live_server
+from tests.kit.servers import live_server
 
 TEMPLATE = parse_template({"query": "Q:{query}\n", "document": "D:{document}\nA:", "yes": "y", "no": "n"}, "t")
 

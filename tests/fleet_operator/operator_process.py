@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.server_process import stop
 from tests.fleet_operator.crd_schema import ROOT, schema_errors
-from tests.processes import stop
 
 FLEET = "qwen-scorer"  # examples/minimal.yaml
 # A short resync so that drift on unwatched children (Service, PDB) shows within a test's wait.

@@ -18,9 +18,10 @@ import httpx
 from server.engine import Engine
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
 from tests.gateway.support import gateway_process, sample, score_body
-from tests.server.support import FakeRunner, cpu_config, live_server
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config, live_server
+from tests.kit.waiting import wait_for
 
 NAME, NS = "scorer", "default"
 G = "scoringfleet_gateway"

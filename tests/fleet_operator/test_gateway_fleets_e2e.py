@@ -18,8 +18,8 @@ import httpx
 from tests.fleet_operator.crd_schema import ROOT, load_yaml, schema_errors
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.test_gateway_e2e import scoring_server
-from tests.fleet_operator.waiting import wait_for
 from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.waiting import wait_for
 
 NS = "default"
 G = "scoringfleet_gateway"

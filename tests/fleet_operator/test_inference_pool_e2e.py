@@ -15,7 +15,7 @@ from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml
 from tests.fleet_operator.operator_process import FLEET, Cluster, running_operator
 from tests.fleet_operator.test_inference_pool import POOL_CRD
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 POOL_API = "inference.networking.k8s.io/v1"
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml
 from tests.fleet_operator.operator_process import FLEET, RESYNC_S, Cluster, running_operator
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 KEDA_CRD = ROOT / "tests" / "vendor" / "keda" / "keda.sh_scaledobjects.yaml"
 KEDA = "keda.sh/v1alpha1"

@@ -9,7 +9,7 @@ import json
 
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT, load_yaml
 from tests.fleet_operator.operator_process import FLEET, Cluster, running_operator
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 EXAMPLES = ROOT / "examples"
 IMAGE = "scoring-fleet:0.1.0"

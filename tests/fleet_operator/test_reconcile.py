@@ -9,7 +9,7 @@ from fleet_operator import kube
 from fleet_operator.context import OperatorConfig, OperatorContext
 from fleet_operator.reconcile import reconcile_fleet
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 T0 = datetime(2026, 11, 29, 18, 0, tzinfo=timezone.utc)
 NAME = "qwen-scorer"

@@ -30,12 +30,12 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.server_process import stop
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.operator_process import Cluster
-from tests.fleet_operator.waiting import wait_for
-from tests.processes import stop
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
+from tests.kit.waiting import wait_for
 
 NUM_SERVERS = 3  # the fleet never needs more: 3 is the size the load asks for
 MAX_RUNNING = 2  # --max-running-requests: the servers, not the client, are the bottleneck

@@ -7,28 +7,15 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.server_process import free_port
-from tests.processes import stop
+from bench.server_process import free_port, stop
+from tests.kit.waiting import wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_http(url: str, timeout_s: float = 20.0, process: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"{process.args} exited with {process.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
 
 
 @contextlib.contextmanager
@@ -76,12 +63,3 @@ def sample(url: str, name: str, **labels: str) -> float:
 
 def score_body(num_items: int = 2, **extra) -> dict:
     return {"query": [1, 2, 3], "items": [[4, 5]] * num_items, "label_token_ids": [7, 8], **extra}
-
-
-def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"condition not reached within {timeout_s} s")

@@ -11,9 +11,10 @@ import os
 import httpx
 import pytest
 
+from bench.server_process import stop
 from scoringfleet_contract.facts import API_KEY_ENV
-from tests.gateway.support import gateway_process, sample, score_body, start_worker, wait_http, wait_until
-from tests.processes import stop
+from tests.gateway.support import gateway_process, sample, score_body, start_worker
+from tests.kit.waiting import wait_for, wait_http
 
 G = "scoringfleet_gateway"
 KEY = "fleet-key-0123"
@@ -42,7 +43,7 @@ def test_with_the_key_200_without_it_the_gateways_401(workers, tmp_path):
     assert direct.status_code == 401 and direct.json()["param"] is None  # the server's own
     with gateway_process("--worker-urls", *workers, log_path=tmp_path / "gateway.log",
                          env=with_key(KEY)) as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
         assert httpx.get(f"{gateway}/ready").status_code == 200
         ok = httpx.post(f"{gateway}/v1/score", json=score_body(),
                         headers={"Authorization": f"Bearer {KEY}"})
@@ -61,7 +62,7 @@ def test_a_wrong_key_on_the_gateway_shows_as_not_ready_with_the_reason(workers, 
     log_path = tmp_path / "gateway.log"
     with gateway_process("--worker-urls", *workers, "--queue-timeout", "1", log_path=log_path,
                          env=with_key("not-the-fleet-key")) as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="unauthorized") == 2)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="unauthorized") == 2)
         assert sample(gateway, f"{G}_workers", state="ready") == 0
         ready = httpx.get(f"{gateway}/ready")
         assert ready.status_code == 503 and ready.json()["param"] == "gateway"
@@ -80,6 +81,6 @@ def test_a_wrong_key_on_the_gateway_shows_as_not_ready_with_the_reason(workers, 
 def test_the_flag_wins_over_the_env_var(workers, tmp_path):
     with gateway_process("--worker-urls", *workers, "--api-key", KEY,
                          log_path=tmp_path / "gateway.log", env=with_key("stale")) as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
         assert httpx.post(f"{gateway}/v1/score", json=score_body(),
                           headers={"Authorization": f"Bearer {KEY}"}).status_code == 200

@@ -11,7 +11,6 @@ import json
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import aiohttp
 import httpx
@@ -22,22 +21,16 @@ from gateway.metrics import GatewayMetrics
 from gateway.routing import Router
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
-from tests.gateway.support import gateway_process, sample, wait_until
-from tests.server.support import FakeRunner, serving
+from tests.gateway.support import gateway_process, sample
+from tests.kit.runners import SlowRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 
 G = "scoringfleet_gateway"
 
 
-@dataclass
-class PacedRunner(FakeRunner):
-    """A forward takes `delay_s` of wall time, so concurrent requests pile up as load."""
-
-    delay_s: float = 0.02
-    max_context_tokens: int = 2100  # the issue's 2,000-token queries
-
-    def run(self, sequences):
-        time.sleep(self.delay_s)
-        return super().run(sequences)
+# the issue's 2,000-token queries
+LONG_CONTEXT = 2100
 
 
 def body(query: list[int], num_items: int = 2) -> dict:
@@ -49,8 +42,9 @@ def fleet(tmp_path, *flags: str, delay_s: float = 0.02):
     with contextlib.ExitStack() as stack:
         # a forward takes every waiting sequence (the issue's bursts are ~200,000 tokens): the test
         # pays a few forwards' delay, not one per handful of 2,000-token sequences
-        urls = [stack.enter_context(serving(PacedRunner(delay_s=delay_s), max_prefill_tokens=1 << 20,
-                                            max_total_tokens=1 << 20))[0] for _ in range(3)]
+        runners = [SlowRunner(delay_s=delay_s, max_context_tokens=LONG_CONTEXT) for _ in range(3)]
+        urls = [stack.enter_context(serving(runner, max_prefill_tokens=1 << 20, max_total_tokens=1 << 20))[0]
+                for runner in runners]
         # The servers share this process with the client's threads: a burst can hold up their
         # /get_load answers past the default 0.5 s, and the gateway rightly passes over a worker
         # that late (a second "new" instead of a hit or a spill). These tests are about choices
@@ -58,7 +52,7 @@ def fleet(tmp_path, *flags: str, delay_s: float = 0.02):
         gateway = stack.enter_context(gateway_process(
             "--worker-urls", *urls, "--policy", "cache_aware", "--load-interval", "1", *flags,
             log_path=tmp_path / "gateway.log"))
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
         yield gateway, urls
 
 
@@ -190,7 +184,7 @@ def test_a_text_request_teaches_the_characters_per_token_and_the_workers_rate():
             answer = await router.route(json.dumps(text).encode(), {"content-type": "application/json"})
             return answer, router, registry.get(url), metrics
 
-    with serving(PacedRunner()) as (url, _):
+    with serving(SlowRunner(max_context_tokens=LONG_CONTEXT)) as (url, _):
         answer, router, worker, metrics = asyncio.run(main(url))
     assert answer.status == 200
     assert 0.8 < router.text_ratio.chars_per_token < 1.25

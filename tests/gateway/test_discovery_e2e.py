@@ -7,8 +7,10 @@ import threading
 import httpx
 
 from fleet_operator.names import FLEET_LABEL
-from tests.gateway.support import gateway_process, sample, score_body, wait_until
-from tests.server.support import FakeRunner, serving
+from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 
 G = "scoringfleet_gateway"
 NS = "default"
@@ -53,7 +55,7 @@ def test_gateway_follows_the_fleets_pods(kube_api, tmp_path):
         expired = kube_api.inject("GET", r"/pods\?.*watch=", 410, times=1)
         add_pod(kube_api, "other-fleet", third, fleet="g")
         add_pod(kube_api, "p0", first)
-        wait_until(lambda: ready_workers(gateway) == 1)
+        wait_for(lambda: ready_workers(gateway) == 1)
         assert outage.hits == 2 and expired.hits == 1
         assert httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200
         assert sample(gateway, f"{G}_routed_total", worker=first) == 1
@@ -61,22 +63,22 @@ def test_gateway_follows_the_fleets_pods(kube_api, tmp_path):
 
         add_pod(kube_api, "p1", second, ready=False)
         set_ready(kube_api, "p1", True)
-        wait_until(lambda: ready_workers(gateway) == 2)
+        wait_for(lambda: ready_workers(gateway) == 2)
 
         set_ready(kube_api, "p0", False)  # leaves on the watch event: its server still answers polls
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="gone") == 1, timeout_s=5)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="gone") == 1, timeout_s=5)
         for _ in range(6):
             assert httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200
         assert sample(gateway, f"{G}_routed_total", worker=first) == 1
         assert sample(gateway, f"{G}_routed_total", worker=second) == 6
 
         terminate(kube_api, "p1")
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="gone") == 2, timeout_s=5)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="gone") == 2, timeout_s=5)
         answers = []
         waiter = threading.Thread(target=lambda: answers.append(
             httpx.post(f"{gateway}/v1/score", json=score_body(), timeout=20)))
         waiter.start()
-        wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
         kube_api.drop_watches()  # the gateway must list and watch again to see what follows
         set_ready(kube_api, "p0", True)
         waiter.join(timeout=20)

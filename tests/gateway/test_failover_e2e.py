@@ -7,16 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.gateway.support import (
-    gateway_process,
-    sample,
-    score_body,
-    start_worker,
-    wait_http,
-    wait_until,
-)
-from tests.processes import stop
-from tests.server.support import SlowRunner, serving
+from bench.server_process import stop
+from tests.gateway.support import gateway_process, sample, score_body, start_worker
+from tests.kit.runners import SlowRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for, wait_http
 
 G = "scoringfleet_gateway"
 
@@ -39,11 +34,11 @@ def test_killed_workers_cost_no_client_a_failure_then_requests_wait_and_get_503(
         wait_http(f"{victim_url}/health", timeout_s=60, process=victim)
         with gateway_process("--worker-urls", *urls, "--queue-timeout", "2",
                              log_path=tmp_path / "gateway.log") as gateway:
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+            wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
             stopping = threading.Event()
             with ThreadPoolExecutor(6) as pool:
                 clients = [pool.submit(keep_sending, gateway, stopping) for _ in range(6)]
-                wait_until(lambda: sample(gateway, f"{G}_routed_total", worker=victim_url) >= 5)
+                wait_for(lambda: sample(gateway, f"{G}_routed_total", worker=victim_url) >= 5)
                 victim.kill()  # SIGKILL with requests in flight on it
                 time.sleep(1.0)
                 stopping.set()
@@ -54,12 +49,12 @@ def test_killed_workers_cost_no_client_a_failure_then_requests_wait_and_get_503(
             assert sample(gateway, f"{G}_workers", state="ready") == 2
 
             in_process.close()  # the other two stop: no worker left
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 0)
+            wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 0)
             with ThreadPoolExecutor(1) as pool:
                 started = time.monotonic()
                 waiting = pool.submit(httpx.post, f"{gateway}/v1/score", json=score_body(),
                                       timeout=10)
-                wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
+                wait_for(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
                 answer = waiting.result()
             assert time.monotonic() - started >= 1.5  # it waited its --queue-timeout
             assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
@@ -79,7 +74,7 @@ def test_two_workers_draining_at_once_cost_no_client_a_503(tmp_path):
         urls = sorted(url for url, _ in started)
         with gateway_process("--worker-urls", *urls, "--policy", "round_robin",
                              log_path=tmp_path / "gateway.log") as gateway:
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+            wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
             engines = dict(started)
             for url in urls[:2]:
                 engines[url].begin_drain()

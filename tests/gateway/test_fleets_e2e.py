@@ -10,8 +10,10 @@ import httpx
 import pytest
 
 from server.engine import Engine
-from tests.gateway.support import gateway_process, sample, score_body, wait_until
-from tests.server.support import FakeRunner, cpu_config, live_server, serving
+from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config, live_server, serving
+from tests.kit.waiting import wait_for
 
 G = "scoringfleet_gateway"
 
@@ -24,9 +26,9 @@ def two_fleets(tmp_path):
             serving(FakeRunner(vocab_size=64), served_model_name="ranker-b") as (b1, _), \
             gateway_process("--fleet", f"a={a1},{a2}", "--fleet", f"b={b1}",
                             log_path=tmp_path / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
         # the names come from each worker's /v1/models, asked once it serves
-        wait_until(lambda: {m["id"] for m in httpx.get(f"{gateway}/v1/models").json()["data"]}
+        wait_for(lambda: {m["id"] for m in httpx.get(f"{gateway}/v1/models").json()["data"]}
                    == {"scorer-a", "ranker-b"})
         yield gateway, (a1, a2), b1
 
@@ -89,13 +91,13 @@ def test_a_fleet_without_a_ready_worker_holds_only_its_own_requests(tmp_path):
     with contextlib.closing(reserved), serving(FakeRunner(), served_model_name="scorer-a") as (a1, _), \
             gateway_process("--fleet", f"a={a1}", "--fleet", f"b={b_url}", "--fleet-model", "b=ranker-b",
                             "--queue-timeout", "60", log_path=tmp_path / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
         held: list[httpx.Response] = []
         client = threading.Thread(target=lambda: held.append(httpx.post(
             f"{gateway}/v1/score", json=score_body(model="ranker-b"), timeout=60)))
         client.start()
         try:
-            wait_until(lambda: sample(gateway, f"{G}_waiting_requests", fleet="b") == 1)
+            wait_for(lambda: sample(gateway, f"{G}_waiting_requests", fleet="b") == 1)
             # the other fleet's requests flow meanwhile, and its waiting room stays empty
             answers = [httpx.post(f"{gateway}/v1/score", json=score_body(model="scorer-a"), timeout=5)
                        for _ in range(3)]

@@ -13,8 +13,10 @@ import zlib
 import httpx
 import pytest
 
-from tests.gateway.support import gateway_process, sample, score_body, wait_until
-from tests.server.support import FakeRunner, serving
+from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 from tests.server.test_connections import HALF_HEAD, HEALTH, read_response, wait_all_closed
 
 G = "scoringfleet_gateway"
@@ -31,7 +33,7 @@ def fleet(tmp_path_factory):
     with serving(FakeRunner()) as (worker, _), \
             gateway_process("--worker-urls", worker, "--header-timeout", str(HEADER_TIMEOUT_S),
                             log_path=log_path) as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
         yield gateway, worker
 
 
@@ -121,7 +123,7 @@ def test_a_client_that_hangs_up_mid_body_is_counted_as_499_not_as_a_gateway_500(
         client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        b"Content-Length: 1000\r\n\r\n{\"items\": ")
         time.sleep(0.2)  # the gateway is reading the body when the client leaves
-    wait_until(lambda: sample(gateway, f"{G}_requests_total", code="499") == before_499 + 1)
+    wait_for(lambda: sample(gateway, f"{G}_requests_total", code="499") == before_499 + 1)
     assert sample(gateway, f"{G}_requests_total", code="500") == before_500
     assert sample(gateway, f"{G}_request_duration_seconds_count", code="499") == timed_499 + 1
 
@@ -135,10 +137,10 @@ def test_clients_that_hang_up_while_waiting_leave_the_waiting_room_counted_as_49
         for client in clients:
             client.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                            b"\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
-        wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 3)
+        wait_for(lambda: sample(gateway, f"{G}_waiting_requests") == 3)
         for client in clients:
             client.close()
-        wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 0)
+        wait_for(lambda: sample(gateway, f"{G}_waiting_requests") == 0)
         assert sample(gateway, f"{G}_requests_total", code="499") == 3
         assert sample(gateway, f"{G}_request_duration_seconds_count", code="499") == 3
         assert sample(gateway, f"{G}_requests_total", code="500") == 0
@@ -189,16 +191,16 @@ def test_connections_beyond_the_cap_get_a_503_and_the_gateway_recovers(tmp_path)
     with serving(FakeRunner()) as (worker, _), \
             gateway_process("--worker-urls", worker, "--max-connections", "8",
                             log_path=tmp_path / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
         held = [connect(gateway) for _ in range(8)]
         try:
-            wait_until(lambda: httpx.get(f"{gateway}/health").status_code == 503, timeout_s=5)
+            wait_for(lambda: httpx.get(f"{gateway}/health").status_code == 503, timeout_s=5)
             refused = httpx.post(f"{gateway}/v1/score", json=score_body())
             assert is_gateway_error(refused, 503) and refused.headers["retry-after"] == "1"
             assert "8 open connections" in refused.json()["message"]
         finally:
             for sock in held:
                 sock.close()
-        wait_until(lambda: httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200,
+        wait_for(lambda: httpx.post(f"{gateway}/v1/score", json=score_body()).status_code == 200,
                    timeout_s=5)
         assert sample(gateway, f"{G}_requests_total", code="503") >= 2

@@ -10,9 +10,12 @@ import threading
 import httpx
 import pytest
 
+from bench.server_process import free_port
 from server.startup import EngineStartup
-from tests.gateway.support import gateway_process, sample, score_body, wait_until
-from tests.server.support import FakeRunner, cpu_config, free_port, live_server
+from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config, live_server
+from tests.kit.waiting import wait_for
 
 G = "scoringfleet_gateway"
 
@@ -29,7 +32,7 @@ def loading_fleet(tmp_path):
 
     with live_server(config, EngineStartup(config, load)) as worker, \
             gateway_process("--worker-urls", worker, log_path=tmp_path / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="loading") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="loading") == 1)
         yield gateway, worker, gate
         gate.set()
 
@@ -40,7 +43,7 @@ def test_a_loading_worker_gets_no_request_until_its_model_is_in(loading_fleet):
     client = threading.Thread(target=lambda: answers.append(
         httpx.post(f"{gateway}/v1/score", json=score_body(), timeout=30)))
     client.start()
-    wait_until(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
+    wait_for(lambda: sample(gateway, f"{G}_waiting_requests") == 1)
     assert sample(gateway, f"{G}_routed_total", worker=worker) == 0
     gate.set()
     client.join(timeout=30)
@@ -56,7 +59,7 @@ def test_model_routes_are_503_while_no_worker_is_ready_then_a_workers_answer(loa
     refused = httpx.get(f"{gateway}{path}")
     assert refused.status_code == 503 and refused.json()["param"] == "gateway"
     gate.set()
-    wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+    wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
     answer = httpx.get(f"{gateway}{path}")
     assert answer.status_code == 200
     assert answer.json() == httpx.get(f"{worker}{path}").json()

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.gateway.support import gateway_process, sample, score_body, start_worker, wait_http, wait_until
-from tests.processes import stop
-from tests.server.support import FakeRunner, serving
+from bench.server_process import stop
+from tests.gateway.support import gateway_process, sample, score_body, start_worker
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for, wait_http
 
 G = "scoringfleet_gateway"
 QUIET = ("/health", "/ready", "/health_generate", "/get_load", "/metrics")
@@ -39,10 +41,10 @@ def test_polls_and_scrapes_write_no_access_line_and_a_score_request_one(tmp_path
     log = tmp_path / "gateway.log"
     with serving(FakeRunner()) as (worker, _), \
             gateway_process("--worker-urls", worker, log_path=log) as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
         poll_quiet_paths(gateway)
         assert httpx.post(f"{gateway}/v1/score", json=score_body(), timeout=10).status_code == 200
-        wait_until(lambda: access_lines(log), timeout_s=5)
+        wait_for(lambda: access_lines(log), timeout_s=5)
         lines = access_lines(log)
         assert len(lines) == 1 and '"POST /v1/score HTTP/1.1" 200' in lines[0], lines
         # The answer's time, by code, in the histogram.
@@ -56,7 +58,7 @@ def test_access_log_all_brings_the_polls_lines_back(tmp_path):
     with serving(FakeRunner()) as (worker, _), \
             gateway_process("--worker-urls", worker, "--access-log-all", log_path=log) as gateway:
         poll_quiet_paths(gateway, times=2)
-        wait_until(lambda: len(access_lines(log)) >= 2 * len(QUIET), timeout_s=5)
+        wait_for(lambda: len(access_lines(log)) >= 2 * len(QUIET), timeout_s=5)
         logged = " ".join(access_lines(log))
         assert all(f"GET {path} " in logged for path in QUIET), logged
 
@@ -71,16 +73,16 @@ def test_each_worker_transition_is_logged_once_with_its_reason(tmp_path):
     try:
         wait_http(f"{url}/health_generate", timeout_s=60, process=worker)
         with gateway_process("--worker-urls", url, log_path=log) as gateway:
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+            wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
             before_freeze = len(transitions(log, url))
             os.kill(worker.pid, signal.SIGSTOP)  # frozen: its polls time out
-            frozen = wait_until(lambda: logged_since(before_freeze, "stale"), timeout_s=10)
+            frozen = wait_for(lambda: logged_since(before_freeze, "stale"), timeout_s=10)
             os.kill(worker.pid, signal.SIGCONT)
-            wait_until(lambda: transitions(log, url)[-1].startswith("ready"), timeout_s=10)
+            wait_for(lambda: transitions(log, url)[-1].startswith("ready"), timeout_s=10)
             before_kill = len(transitions(log, url))
             worker.kill()  # gone: its polls are refused
             worker.wait(timeout=10)
-            killed = wait_until(lambda: logged_since(before_kill, "stale"), timeout_s=10)
+            killed = wait_for(lambda: logged_since(before_kill, "stale"), timeout_s=10)
             time.sleep(0.5)  # ~10 more failed polls: none may log again
             logged = transitions(log, url)
     finally:

@@ -11,12 +11,15 @@ import pytest
 import torch
 
 from bench.lora_models import save_adapter
+from bench.server_process import free_port
 from server.__main__ import load
 from server.config import ServerConfig
 from server.engine import Engine
 from server.model_loader import load_model
-from tests.gateway.support import gateway_process, sample, wait_until
-from tests.server.support import build_tiny_model, free_port, live_server
+from tests.gateway.support import gateway_process, sample
+from tests.kit.models import build_tiny_model
+from tests.kit.servers import live_server
+from tests.kit.waiting import wait_for
 
 G = "scoringfleet_gateway"
 BODY = {"query": "Is this SQL? Answer yes or no:", "items": ["SELECT 1", "hello"], "label_token_ids": [5, 17]}
@@ -38,8 +41,8 @@ def fleet(tmp_path_factory):
     adapter = save_adapter(base, folder / "sql", seed=1)
     with tiny_server(model_dir, f"sql={adapter}") as with_sql, tiny_server(model_dir) as plain, \
             gateway_process("--worker-urls", with_sql, plain, log_path=folder / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
-        wait_until(lambda: {m["id"] for m in httpx.get(f"{gateway}/v1/models").json()["data"]} == {"tiny", "sql"})
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+        wait_for(lambda: {m["id"] for m in httpx.get(f"{gateway}/v1/models").json()["data"]} == {"tiny", "sql"})
         yield gateway, with_sql, plain
 
 

@@ -11,9 +11,10 @@ import os
 import cohere
 import pytest
 
+from bench.server_process import stop
 from gateway.config import API_KEY_ENV
-from tests.gateway.support import gateway_process, sample, start_worker, wait_http, wait_until
-from tests.processes import stop
+from tests.gateway.support import gateway_process, sample, start_worker
+from tests.kit.waiting import wait_for, wait_http
 
 G = "scoringfleet_gateway"
 KEY = "rerank-fleet-key"
@@ -41,7 +42,7 @@ def fleet(tmp_path_factory):
             urls.append(url)
         gateway = stack.enter_context(gateway_process("--worker-urls", *urls, log_path=folder / "gw.log",
                                                       env=env))
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
         yield gateway, urls, processes
 
 

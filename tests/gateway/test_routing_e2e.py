@@ -5,8 +5,10 @@ import threading
 
 import httpx
 
-from tests.gateway.support import gateway_process, sample, score_body, wait_until
-from tests.server.support import FakeRunner, serving
+from tests.gateway.support import gateway_process, sample, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 
 KEY = "secret-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -26,10 +28,10 @@ def test_requests_go_around_the_worker_holding_30_sequences(tmp_path):
                                   kwargs={"json": score_body(30), "headers": AUTH, "timeout": 30})
         holder.start()
         try:
-            wait_until(lambda: num_reqs(busy) == 30)
+            wait_for(lambda: num_reqs(busy) == 30)
             with gateway_process("--worker-urls", busy, second, third, "--api-key", KEY,
                                  log_path=tmp_path / "gateway.log") as gateway:
-                wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
+                wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3)
                 assert sample(gateway, f"{G}_worker_load", worker=busy) == 30
                 with httpx.Client(base_url=gateway, headers=AUTH, timeout=10) as client:
                     answers = [client.post("/v1/score", json=score_body(2)) for _ in range(20)]
@@ -48,7 +50,7 @@ def test_client_errors_and_api_key_pass_through(tmp_path):
     with serving(FakeRunner(), api_key=KEY) as (worker, _), \
             gateway_process("--worker-urls", worker, "--api-key", KEY,
                             log_path=tmp_path / "gateway.log") as gateway:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
         bad = {"query": [1], "items": [[2]], "label_token_ids": []}
         through = httpx.post(f"{gateway}/v1/score", json=bad, headers=AUTH)
         direct = httpx.post(f"{worker}/v1/score", json=bad, headers=AUTH)
@@ -76,18 +78,18 @@ def test_a_503_is_retried_once_on_another_worker_else_passed_back(tmp_path):
         try:
             for holder in holders:
                 holder.start()
-            wait_until(lambda: num_reqs(full) == 2)
+            wait_for(lambda: num_reqs(full) == 2)
             direct = httpx.post(f"{full}/v1/score", json=score_body(1))
             assert direct.status_code == 503
             with gateway_process("--worker-urls", full, spare, "--policy", "round_robin",
                                  log_path=tmp_path / "gateway.log") as gateway:
-                wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
+                wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 2)
                 codes = [httpx.post(f"{gateway}/v1/score", json=score_body(1)).status_code
                          for _ in range(4)]
                 assert codes == [200] * 4
                 assert sample(gateway, f"{G}_retries_total", reason="503") == 2  # half went to full
                 other.close()  # the spare stops: nobody else to retry on
-                wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
+                wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 1)
                 answer = httpx.post(f"{gateway}/v1/score", json=score_body(1))
                 assert (answer.status_code, answer.json()) == (503, direct.json())
                 assert answer.headers["retry-after"] == direct.headers["retry-after"]

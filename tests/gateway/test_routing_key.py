@@ -18,7 +18,8 @@ from gateway.transitions import TransitionLog
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 from tests.gateway.support import score_body
-from tests.server.support import FakeRunner, serving
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 
 KEY = "the-gateways-key"
 BODY = json.dumps(score_body()).encode()

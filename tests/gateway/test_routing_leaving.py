@@ -14,7 +14,8 @@ from gateway.routing import Router
 from gateway.waiting import WaitingRoom
 from gateway.workers import WorkerRegistry
 from tests.gateway.support import score_body
-from tests.server.support import FakeRunner, serving
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 
 # Nothing listens on these: connecting is refused. Round robin orders workers by URL: ":1" comes
 # before a free port's URL (":3xxxx" to ":6xxxx") and ":9" after it, so the first request tries ":1"

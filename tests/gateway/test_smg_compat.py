@@ -19,10 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.server_process import free_port
-from tests.gateway.support import score_body, wait_until
-from tests.processes import stop
-from tests.server.support import FakeRunner, serving
+from bench.server_process import free_port, stop
+from tests.gateway.support import score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 
 # The test extra installs it (sglang-router); missing, the test fails rather than pass unseen.
 SMG = shutil.which("smg", path=str(Path(sys.executable).parent)) or shutil.which("smg") or "smg"
@@ -68,14 +69,14 @@ def test_smg_power_of_two_sees_our_loads_then_zero(tmp_path):
         try:
             for sender in senders:
                 sender.start()
-            wait_until(lambda: our_tokens(busy) > our_tokens(light) > 0)
+            wait_for(lambda: our_tokens(busy) > our_tokens(light) > 0)
             expected = {busy: our_tokens(busy), light: our_tokens(light), idle: 0}
-            wait_until(lambda: smg_loads(router) == expected, timeout_s=30)
+            wait_for(lambda: smg_loads(router) == expected, timeout_s=30)
         finally:
             gate.set()
             for sender in senders:
                 sender.join(timeout=30)
-        wait_until(lambda: smg_loads(router) == {busy: 0, light: 0, idle: 0}, timeout_s=10)
+        wait_for(lambda: smg_loads(router) == {busy: 0, light: 0, idle: 0}, timeout_s=10)
     log = re.sub(r"\x1b\[[0-9;]*m", "", (tmp_path / "smg.log").read_text())
     # it lists the model by our /get_server_info's served_model_name, not as "default"
     assert "Assigning policy power_of_two to new model SmolLM2-135M-Instruct" in log

@@ -14,8 +14,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.support import gateway_process, score_body
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 from tests.packaging.dashboard_queries import DASHBOARDS, expressions, load, metric_names
-from tests.server.support import FakeRunner, serving
 
 RULES = DASHBOARDS.parent / "prometheus-rules.yaml"
 # kube-state-metrics' Deployment series: the only names the dashboard takes from outside the

@@ -7,39 +7,22 @@ loopback port.
 """
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from bench.server_process import free_port, stop
+from tests.kit.waiting import wait_for
 from tests.packaging.helm_tool import by_kind
-from tests.processes import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 15.0
-
-
-def _wait_for(probe: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
-    return value
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _operator_command(deployment: dict, liveness_port: int) -> list[str]:
@@ -72,7 +55,7 @@ def _env_value(item: dict, namespace: str) -> str:
 def operator_from_chart(render, kube_api, tmp_path) -> Iterator[str]:
     """Install the chart, start the operator as the chart runs it; yields its liveness URL."""
     (deployment,) = by_kind(render({}), "Deployment")
-    port = _free_port()
+    port = free_port()
     env = {**kube_api.env, "SCORINGFLEET_RESYNC_INTERVAL_S": "1"}
     for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
         env[item["name"]] = _env_value(item, deployment["metadata"].get("namespace", "default"))
@@ -95,20 +78,20 @@ def _owned_deployments(kube_api, namespace: str, fleet: str) -> list[dict]:
 
 
 def test_fleet_applied_after_helm_install_is_reconciled(operator_from_chart, kube_api):
-    _wait_for(lambda: _healthy(operator_from_chart), "the operator's liveness endpoint")
+    wait_for(lambda: _healthy(operator_from_chart), "the operator's liveness endpoint", WAIT_S)
     # The chart's own sample spec (values.yaml), applied by the user after the install.
     values = yaml.safe_load((ROOT / "charts" / "scoring-fleet" / "values.yaml").read_text())
     kube_api.create({"apiVersion": "scoring.fleet.dev/v1alpha1", "kind": "ScoringFleet",
                      "metadata": {"name": "smollm2-scorer", "namespace": "default"},
                      "spec": values["sampleFleet"]["spec"]})
-    (deployment,) = _wait_for(lambda: _owned_deployments(kube_api, "default", "smollm2-scorer"),
-                              "the fleet's Deployment")
+    (deployment,) = wait_for(lambda: _owned_deployments(kube_api, "default", "smollm2-scorer"),
+                              "the fleet's Deployment", WAIT_S)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     # No image in the spec: the operator used the chart's (SCORINGFLEET_DEFAULT_IMAGE).
     assert container["image"] == "scoring-fleet:0.1.0"
-    assert _wait_for(lambda: kube_api.request(
+    assert wait_for(lambda: kube_api.request(
         "GET", "/apis/scoring.fleet.dev/v1alpha1/namespaces/default/scoringfleets/smollm2-scorer"
-    )[1].get("status", {}).get("selector"), "the fleet's status")
+    )[1].get("status", {}).get("selector"), "the fleet's status", WAIT_S)
     # With the chart's --peering, the replica made the peering object and says there that it leads.
     peering = kube_api.request("GET", "/apis/kopf.dev/v1/clusterkopfpeerings/sf-scoring-fleet")[1]
     assert peering["metadata"]["annotations"]["scoring.fleet.dev/leader"] == "sf-scoring-fleet-7d9f8-abcde"

@@ -10,10 +10,10 @@ import pytest
 from kube_emulator.fixtures import *  # noqa: F401,F403
 from tests.fleet_operator.crd_schema import CRD_PATH
 from tests.fleet_operator.operator_process import Cluster, running_operator
+from tests.kit.models import build_tiny_model
 
 # The chart rendered by a real helm install into the emulator (for the operator pod's PSS check).
 from tests.packaging.conftest import api_create, helm, render, render_release  # noqa: F401
-from tests.server.support import build_tiny_model
 
 
 @pytest.fixture(scope="session")

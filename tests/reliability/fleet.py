@@ -26,12 +26,12 @@ import aiohttp
 import httpx
 
 from bench.reliability import Answer, post
+from bench.server_process import stop
 from fleet_operator.autoscaling.scale_in import DELETION_COST
 from fleet_operator.names import FLEET_LABEL
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
-from tests.processes import stop
+from tests.kit.waiting import wait_for
 
 NS = "default"
 BATCH_S = 0.1  # every forward pass of a paced server takes this long: requests are in flight

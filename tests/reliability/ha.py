@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.server_process import stop
 from tests.fleet_operator.crd_schema import CRD_PATH, ROOT
 from tests.fleet_operator.loopback import free_port
 from tests.fleet_operator.operator_process import RESYNC_S
-from tests.processes import stop
 
 PEERING = "scoring-fleet"
 PEERING_CRDS = ROOT / "charts" / "scoring-fleet" / "files" / "kopf-peering.crd.yaml"

@@ -24,7 +24,7 @@ import httpx
 import yaml
 
 from tests.fleet_operator.loopback import free_port
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 BINARY_ENV = "PROMETHEUS"  # a prometheus binary other than the one on PATH (as PROMTOOL for promtool)
 RULES = Path(__file__).resolve().parents[2] / "charts" / "scoring-fleet" / "files" / \

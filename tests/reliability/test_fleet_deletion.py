@@ -13,7 +13,7 @@ import pytest
 from fleet_operator.__main__ import CANCELLATION_POLLING_S
 from fleet_operator.tick import MAX_SCRAPE_TIMEOUT_S
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 from tests.reliability.support import MetricsPod, fleet_doc
 
 pytestmark = pytest.mark.slow

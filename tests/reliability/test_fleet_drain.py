@@ -19,8 +19,8 @@ import pytest
 
 from gateway.metrics import PREFIX as G
 from gateway.poller import parse_load
-from tests.fleet_operator.waiting import wait_for
-from tests.gateway.support import gateway_process, sample, wait_until
+from tests.gateway.support import gateway_process, sample
+from tests.kit.waiting import wait_for
 from tests.reliability.fleet import NS, PodWatcher, Stream, Traffic, fleet_pods
 from tests.reliability.support import fleet_doc
 
@@ -60,7 +60,7 @@ def fleet_behind_gateway(kube_api, name: str, tmp_path) -> Iterator[tuple]:
             gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
                             env=kube_api.env) as gateway, \
             PodWatcher(kube_api, name) as pods:
-        wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+        wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
         yield servers, gateway, pods
 
 
@@ -117,7 +117,7 @@ def test_a_pod_deleted_under_load_loses_no_request(kube_api, tmp_path):
         steady = Stream("steady (open loop, gateway)", gateway, num_items=2, rate_per_s=STEADY_PER_S)
         with Traffic(steady):
             # the pod to delete has admitted work in flight
-            wait_until(lambda: sample(gateway, f"{G}_routed_total", worker=servers.url(1)) >= 5
+            wait_for(lambda: sample(gateway, f"{G}_routed_total", worker=servers.url(1)) >= 5
                        and _num_reqs(servers.url(1)) > 0, timeout_s=15, interval_s=0.01)
             kube_api.kubectl("delete", "pod", f"{name}-1", "--wait=false")
             wait_for(lambda: pods.gone == [f"{name}-1"], "the deleted pod drained and gone", timeout_s=15)
@@ -139,7 +139,7 @@ def test_two_pods_deleted_at_once_under_heavier_load_lose_no_request(kube_api, t
         steady = Stream("steady (open loop, gateway)", gateway, num_items=1,
                         rate_per_s=5 * STEADY_PER_S)
         with Traffic(steady):
-            wait_until(lambda: len(steady.answers) >= 2 * STEADY_PER_S, timeout_s=15)
+            wait_for(lambda: len(steady.answers) >= 2 * STEADY_PER_S, timeout_s=15)
             deleting = [threading.Thread(target=kube_api.request,
                                          args=("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}-{i}"))
                         for i in (0, 1)]

@@ -22,14 +22,14 @@ import aiohttp
 import httpx
 import pytest
 
+from bench.server_process import stop
 from fleet_operator.names import FLEET_LABEL
 from gateway.metrics import PREFIX as G
 from kube_emulator.rollout import HASH_LABEL, template_hash
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
-from tests.gateway.support import gateway_process, sample, wait_until
-from tests.processes import stop
+from tests.gateway.support import gateway_process, sample
+from tests.kit.waiting import wait_for
 from tests.reliability.fleet import BATCH_S, NS
 from tests.reliability.support import fleet_doc
 
@@ -71,7 +71,7 @@ class PodServers:
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         self.procs[name] = proc
         self.kube_api.start_pod(NS, name, host, process=proc, ready=False)
-        wait_until(lambda: _ready(f"http://{host}:{self.port}") or proc.poll() is not None,
+        wait_for(lambda: _ready(f"http://{host}:{self.port}") or proc.poll() is not None,
                    timeout_s=60, interval_s=0.05)
         self.kube_api.set_pod_ready(NS, name, proc.poll() is None)
 
@@ -161,12 +161,12 @@ def test_a_model_rollout_under_load_loses_no_request_and_the_new_pods_serve_the_
         print(f"\nthe fleet's first 3 pods ready {time.monotonic() - began:.1f} s after the operator started")
         with gateway_process("--fleet", name, "--namespace", NS, log_path=tmp_path / "gateway.log",
                              env=kube_api.env) as gateway:
-            wait_until(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
+            wait_for(lambda: sample(gateway, f"{G}_workers", state="ready") == 3, timeout_s=15)
             answers, started = Answers(), time.monotonic()
             traffic = threading.Thread(target=lambda: asyncio.run(_open_loop(gateway, answers, started)),
                                        daemon=True)
             traffic.start()
-            wait_until(lambda: len(answers.items) >= 2 * RATE_PER_S, timeout_s=15)
+            wait_for(lambda: len(answers.items) >= 2 * RATE_PER_S, timeout_s=15)
             old_pods = {p["metadata"]["name"] for p in _pods(kube_api, name)}
             changed_s = time.monotonic() - started
             doc["spec"]["model"] = NEW_MODEL
@@ -177,7 +177,7 @@ def test_a_model_rollout_under_load_loses_no_request_and_the_new_pods_serve_the_
                      and not old_pods & {p["metadata"]["name"] for p in _pods(kube_api, name)},
                      "three new pods ready and the old ones gone", timeout_s=ROLLOUT_S)
             done_s = time.monotonic() - started
-            wait_until(lambda: time.monotonic() - started >= done_s + 2, timeout_s=5)  # 2 s on the new pods
+            wait_for(lambda: time.monotonic() - started >= done_s + 2, timeout_s=5)  # 2 s on the new pods
             answers.stopped.set()
             traffic.join(timeout=60)
             retries = {reason: sample(gateway, f"{G}_retries_total", reason=reason)

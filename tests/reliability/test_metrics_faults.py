@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from tests.fleet_operator.crd_schema import ROOT, load_yaml
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 from tests.reliability.support import IDLE, MetricsPod
 
 BAD_METRICS = {  # pod index -> (what its /metrics answers, the word the operator must report)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 from tests.reliability.support import converged, fleet_doc
 
 FLEETS = r"/apis/scoring\.fleet\.dev/v1alpha1/(namespaces/default/)?scoringfleets"

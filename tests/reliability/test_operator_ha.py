@@ -14,7 +14,7 @@ import pytest
 
 from tests.fleet_operator.loopback import free_port, pod_ip
 from tests.fleet_operator.operator_process import Cluster
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 from tests.packaging.test_rbac import CLUSTER_PEERING_GRANTS
 from tests.reliability.ha import LIFETIME_S, PEERING_PATH, leader, prepare, scale_writes, start_replica, stop_replicas
 from tests.reliability.support import IDLE, MetricsPod, fleet_doc

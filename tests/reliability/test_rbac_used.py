@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 from tests.packaging.test_rbac import CLUSTER_GRANTS, GRANTED_FOR_PATHS_NOT_RUN, NAMESPACED_GRANTS
 from tests.reliability.support import IDLE, MetricsPod, converged, fleet_doc
 

@@ -34,11 +34,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server_process import stop
 from fleet_operator.scraper import parse_gauges
 from tests.fleet_operator.crd_schema import ROOT
 from tests.fleet_operator.loopback import free_port, pod_ip
-from tests.fleet_operator.waiting import wait_for
-from tests.processes import stop
+from tests.kit.waiting import wait_for
 from tests.reliability.prometheus import BINARY_ENV, Prometheus, Target, find_binary
 
 pytestmark = pytest.mark.slow

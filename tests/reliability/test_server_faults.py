@@ -12,7 +12,9 @@ from collections import Counter
 import aiohttp
 import httpx
 
-from tests.server.support import SlowRunner, serving, wait_until
+from tests.kit.runners import SlowRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 from tests.server.test_load import read_gauges
 
 NUM_ITEMS = 4
@@ -38,9 +40,9 @@ def counters(url: str) -> tuple[float, float]:
 
 
 def assert_nothing_left(url: str, engine, runner: SlowRunner) -> None:
-    wait_until(lambda: httpx.get(f"{url}/get_load").json()[0]["num_reqs"] == 0)
+    wait_for(lambda: httpx.get(f"{url}/get_load").json()[0]["num_reqs"] == 0)
     assert not engine.scheduler.waiting and not engine.scheduler.running
-    wait_until(lambda: runner.kept == set())  # no query cache kept for a gone request
+    wait_for(lambda: runner.kept == set())  # no query cache kept for a gone request
     with httpx.Client(base_url=url) as client:
         gauges = read_gauges(client)
     assert (gauges["num_running_reqs"], gauges["num_queue_reqs"], gauges["num_used_tokens"]) == (0, 0, 0)

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.server.support import build_tiny_model
+from tests.kit.models import build_tiny_model
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import threading
 from server.__main__ import serve
 from server.config import parse_args
 from server.engine import Engine
-from tests.server.support import FakeRunner
+from tests.kit.runners import FakeRunner
 
 
 def main(argv: list[str] | None = None) -> int:

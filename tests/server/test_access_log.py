@@ -13,9 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server_process import free_port
 from scoringfleet_contract.facts import QUIET_PATHS
 from server.access_log import QuietPathsFilter, is_quiet
-from tests.server.support import FakeRunner, free_port, server_env, serving, wait_ready
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import server_env, serving, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 POLLED = ("/get_load", "/metrics", "/health", "/health_generate")

@@ -15,9 +15,10 @@ import httpx
 import pytest
 import torch
 
+from bench.server_process import free_port
 from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
-from tests.server.support import free_port, live_server
+from tests.kit.servers import live_server
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.server_process import free_port
 from scoringfleet_contract.facts import error_body
 from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
-from tests.server.support import FakeRunner, free_port, live_server, serving, wait_until
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import live_server, serving
+from tests.kit.waiting import wait_for
 
 LABELS = [5, 17]
 QUERY = "What is the capital of California? Answer Yes or No for each of the following options:"
@@ -212,7 +215,7 @@ def test_no_query_is_held_once_idle_and_the_cache_keeps_its_budget(tiny):
     # The loop releases a request's query once it leaves the scheduler; the query cache keeps
     # the idle ones within its budget (no leak).
     cache = tiny.engine.runner.query_cache
-    wait_until(lambda: cache.num_held_tokens == 0, timeout_s=2)
+    wait_for(lambda: cache.num_held_tokens == 0, timeout_s=2)
     assert 0 < cache.num_tokens <= cache.max_tokens == tiny.config.query_cache_tokens
     assert tiny.engine.load().num_reqs == 0
 
@@ -415,9 +418,9 @@ def test_full_queue_is_a_503_with_retry_after():
             concurrent.futures.ThreadPoolExecutor(2) as pool:
         try:
             first = pool.submit(post, url, token_body(1))
-            wait_until(lambda: running(load(url)) == 1)
+            wait_for(lambda: running(load(url)) == 1)
             second = pool.submit(post, url, token_body(3))
-            wait_until(lambda: load(url)["num_waiting_reqs"] == 3)
+            wait_for(lambda: load(url)["num_waiting_reqs"] == 3)
             refused = post(url, token_body(1))
             assert refused.status_code == 503
             assert int(refused.headers["retry-after"]) >= 1
@@ -438,7 +441,7 @@ def test_timeout_is_a_504_and_its_sequences_leave_the_scheduler():
             assert load(url)["num_waiting_reqs"] == 0 and not engine.scheduler.waiting
         finally:
             gate.set()
-        wait_until(lambda: load(url)["num_reqs"] == 0)
+        wait_for(lambda: load(url)["num_reqs"] == 0)
         with httpx.Client(base_url=url) as client:
             assert scrape(client)["sglang:num_aborted_requests_total"]["value"] == 1
         assert post(url, token_body(2)).status_code == 200
@@ -484,17 +487,17 @@ def test_client_disconnect_removes_its_waiting_sequences():
             (url, engine), concurrent.futures.ThreadPoolExecutor(1) as pool:
         try:
             holder = pool.submit(post, url, token_body(1))
-            wait_until(lambda: running(load(url)) == 1)
+            wait_for(lambda: running(load(url)) == 1)
             with pytest.raises(httpx.ReadTimeout):  # the client gives up and hangs up
                 post(url, token_body(3), timeout=0.5)
-            wait_until(lambda: load(url)["num_waiting_reqs"] == 0)
+            wait_for(lambda: load(url)["num_waiting_reqs"] == 0)
             assert not engine.scheduler.waiting and len(engine.scheduler.running) == 1
             with httpx.Client(base_url=url) as client:
                 assert scrape(client)["sglang:num_aborted_requests_total"]["value"] == 1
         finally:
             gate.set()
         assert holder.result().status_code == 200
-        wait_until(lambda: load(url)["num_reqs"] == 0)
+        wait_for(lambda: load(url)["num_reqs"] == 0)
 
 
 def test_draining_server_is_not_ready_and_refuses_new_work():

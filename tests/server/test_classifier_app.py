@@ -14,11 +14,14 @@ import torch
 from transformers import AutoTokenizer
 
 from bench.classifier_models import build_classifier
+from bench.server_process import free_port
 from server.__main__ import build_reranker, build_runner
 from server.config import ServerConfig
 from server.engine import Engine
-from tests.gateway.support import gateway_process, sample, wait_until
-from tests.server.support import FakeRunner, free_port, live_server, serving
+from tests.gateway.support import gateway_process, sample
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import live_server, serving
+from tests.kit.waiting import wait_for
 
 TOLERANCE = 1e-5
 KEY = "classifier-key"
@@ -191,7 +194,7 @@ def test_the_gateway_routes_the_classifier_routes(served, tmp_path):
               ("/v1/score", {"queries": QUERY, "documents": DOCUMENTS}),
               ("/classify", {"input": DOCUMENTS})]
     with gateway_process("--worker-urls", served.url, "--api-key", KEY, log_path=tmp_path / "gw.log") as gateway:
-        wait_until(lambda: sample(gateway, "scoringfleet_gateway_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, "scoringfleet_gateway_workers", state="ready") == 1)
         through = [httpx.post(f"{gateway}{path}", json=body, headers=AUTH, timeout=60) for path, body in bodies]
     for (path, body), response in zip(bodies, through):
         assert response.status_code == 200, (path, response.text)

@@ -16,11 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server_process import free_port
 from server.compile_cache import MARKER
 from server.compile_start import compile_if_it_pays
 from server.config import ServerConfig
 from server.errors import ModelLoadError
-from tests.server.support import free_port, server_env, wait_ready, warnings_of
+from tests.kit.servers import server_env, wait_ready
+from tests.server.support import warnings_of
 
 
 class ModelConfig:

@@ -12,7 +12,8 @@ import httpx
 import pytest
 import uvicorn
 
-from tests.server.support import FakeRunner, serving
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 
 HEADER_TIMEOUT_S = 1.0
 NUM_SILENT = 50

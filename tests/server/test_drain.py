@@ -23,8 +23,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.server_process import free_port
 from server.drain import DrainOutcome, drain_outcome
-from tests.server.support import free_port, server_env, wait_ready, wait_until
+from tests.kit.servers import server_env, wait_ready
+from tests.kit.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NUM_ITEMS = 4
@@ -93,7 +95,7 @@ def admit(url: str, count: int) -> tuple[list[threading.Thread], list]:
     threads = [threading.Thread(target=send) for _ in range(count)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: num_reqs(url) == count * NUM_ITEMS, timeout_s=20)
+    wait_for(lambda: num_reqs(url) == count * NUM_ITEMS, timeout_s=20)
     return threads, outcomes
 
 
@@ -102,7 +104,7 @@ def num_reqs(url: str) -> int:
 
 
 def wait_not_ready(url: str) -> None:
-    wait_until(lambda: httpx.get(f"{url}/health_generate", timeout=5).status_code == 503,
+    wait_for(lambda: httpx.get(f"{url}/health_generate", timeout=5).status_code == 503,
                timeout_s=10, interval_s=0.02)
 
 
@@ -158,7 +160,7 @@ def story(servers) -> DrainStory:
     kept_socket = kept.sock
     process.send_signal(signal.SIGTERM)
     # Readiness polled over the kept-alive connection: it lives across the signal.
-    wait_until(lambda: get_status(kept, "/health_generate") == 503, timeout_s=10, interval_s=0.02)
+    wait_for(lambda: get_status(kept, "/health_generate") == 503, timeout_s=10, interval_s=0.02)
     assert kept.sock is kept_socket  # the next request really goes over the same connection
     kept_alive = score_on(kept)
     new_connection = httpx.post(f"{url}/v1/score", json=BODY, timeout=10)

@@ -11,7 +11,8 @@ from server.config import ServerConfig
 from server.engine import Engine
 from server.errors import InternalError, RequestTimeout, ServiceUnavailable
 from server.schemas import ScoreRequest
-from tests.server.support import FakeRunner, cpu_config
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config
 
 
 def body(num_items: int = 3, query=(1, 2, 3)) -> ScoreRequest:

@@ -13,7 +13,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.support import wait_ready, wait_until
+from tests.kit.servers import wait_ready
+from tests.kit.waiting import wait_for
 from tests.server.test_drain import NUM_ITEMS, admit, start_gated, wait_not_ready
 
 MAX_RUNNING = 2
@@ -57,7 +58,7 @@ def test_the_pickers_four_signals_are_true_under_load_and_while_draining(tmp_pat
         assert idle == {"queue": 0, "running": 0, "kv_usage": 0, "block_size": 1, "num_blocks": MAX_TOTAL_TOKENS}
 
         threads, outcomes = admit(server.url, 3)  # 12 sequences: 2 in the held forward, 10 waiting
-        wait_until(lambda: scrape(server.url)["running"] == MAX_RUNNING, timeout_s=10)
+        wait_for(lambda: scrape(server.url)["running"] == MAX_RUNNING, timeout_s=10)
         busy = scrape(server.url)
         assert (busy["running"], busy["queue"]) == (MAX_RUNNING, 3 * NUM_ITEMS - MAX_RUNNING)
         assert busy["kv_usage"] == pytest.approx(used_tokens(server.url) / MAX_TOTAL_TOKENS) and busy["kv_usage"] > 0

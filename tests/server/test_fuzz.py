@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
 from bench.classifier_models import build_classifier
+from bench.server_process import free_port
 from server.__main__ import build_reranker, build_runner
 from server.engine import Engine
 from server.rerank import Reranker
 from server.rerank_templates import parse_template
-from tests.server.support import FakeRunner, cpu_config, free_port, live_server
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config, live_server
 
 
 @pytest.fixture(scope="module")

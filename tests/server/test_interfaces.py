@@ -17,7 +17,8 @@ from server.interfaces import Runner, ScoringService
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.startup import EngineStartup
-from tests.server.support import FakeRunner, cpu_config
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config
 
 
 def members(protocol: type) -> dict[str, object]:

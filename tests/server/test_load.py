@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server.support import SlowRunner, serving, wait_until
+from tests.kit.runners import SlowRunner
+from tests.kit.servers import serving
+from tests.kit.waiting import wait_for
 
 TOKENS_PER_SEQUENCE = 4  # a 3-token query + a 1-token item
 MAX_SAMPLING_S = 20.0
@@ -75,7 +77,7 @@ def test_gauges_show_running_and_waiting_under_load_and_zero_after():
         responses = fire(url, num_requests=8, num_items=10, samples=samples)
         assert [r.status_code for r in responses] == [200] * 8
         # Seconds after the load ends, both endpoints read 0: nothing is left over or stale.
-        wait_until(lambda: load_now(url)["num_reqs"] == 0, timeout_s=3)
+        wait_for(lambda: load_now(url)["num_reqs"] == 0, timeout_s=3)
         with httpx.Client(base_url=url) as client:
             gauges = read_gauges(client)
         assert (gauges["num_running_reqs"], gauges["num_queue_reqs"]) == (0, 0)
@@ -105,7 +107,7 @@ def test_ten_requests_of_ten_items_with_max_running_two_all_finish_and_never_exc
         responses = fire(url, num_requests=10, num_items=10, samples=samples)
         assert [r.status_code for r in responses] == [200] * 10
         assert all(len(r.json()["scores"]) == 10 for r in responses)
-        wait_until(lambda: load_now(url)["num_reqs"] == 0, timeout_s=3)
+        wait_for(lambda: load_now(url)["num_reqs"] == 0, timeout_s=3)
 
     assert max(runner.batches) == 2 and sum(runner.batches) == 100
     running_seen = ([s["num_reqs"] - s["num_waiting_reqs"] for s in samples.loads]

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from bench.lora_models import save_adapter
+from bench.server_process import free_port
 from server.__main__ import load, main
 from server.config import ServerConfig
 from server.engine import Engine
 from server.model_loader import load_model
+from tests.kit.servers import live_server
 from tests.server.lora_support import merged_model, reference_scores
-from tests.server.support import free_port, live_server
 
 QUERY = "What is the capital of California? Answer Yes or No for each of the following options:"
 ITEMS = ["Sacramento", " San Jose San Francisco Los Angeles", " Yes apple banana fruit car"]

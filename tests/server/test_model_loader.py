@@ -12,9 +12,10 @@ import sys
 import pytest
 import torch
 
+from bench.server_process import free_port
 from server.model_loader import ModelLoadError, incomplete_weights_reason, load_model, one_line
 from server.model_support import remote_code_reason
-from tests.server.support import free_port, server_env
+from tests.kit.servers import server_env
 
 
 def truncate_weights(folder):

@@ -15,12 +15,12 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from bench.server_process import free_port
 from server.inputs import InputLimits, prepare
 from server.model_runner import ModelRunner
 from server.model_support import FAMILIES, layer_mask_keys, layer_windows, unsupported_reason
 from server.schemas import ScoreRequest
 from server.sequence import Request, ScoringOptions
-from tests.server.support import free_port
 
 WINDOW = 6  # tokens; every test sequence but the shortest is longer
 SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,

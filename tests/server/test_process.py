@@ -19,8 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server_process import free_port
 from server.__main__ import main
-from tests.server.support import free_port, server_env, wait_ready, wait_until
+from tests.kit.servers import server_env, wait_ready
+from tests.kit.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NUM_DRAIN_ITEMS = 300  # with --max-running-requests 1 these take ~1 s on the tiny model
@@ -50,7 +52,7 @@ def first_answer(url: str, started: float) -> FirstAnswer:
             return httpx.get(f"{url}/metrics", timeout=1).status_code == 200
         except httpx.TransportError:
             return False
-    wait_until(answers, timeout_s=60, interval_s=0.05)
+    wait_for(answers, timeout_s=60, interval_s=0.05)
     after_s = time.monotonic() - started
     return FirstAnswer(after_s, httpx.get(f"{url}/metrics").text, httpx.get(f"{url}/get_load").json(),
                        httpx.get(f"{url}/health_generate").status_code,
@@ -97,7 +99,7 @@ def drain_story(tiny_model_dir) -> DrainStory:
         sender = threading.Thread(target=lambda: admitted.append(
             httpx.post(f"{url}/v1/score", json=long_body, timeout=60)))
         sender.start()
-        wait_until(lambda: httpx.get(f"{url}/get_load").json()[0]["num_waiting_reqs"] > 0)
+        wait_for(lambda: httpx.get(f"{url}/get_load").json()[0]["num_waiting_reqs"] > 0)
         waiting = httpx.get(f"{url}/get_load").json()[0]["num_waiting_reqs"]
         process.send_signal(signal.SIGTERM)
         refused = [outcome_of_new_request(url) for _ in range(3)]

@@ -12,7 +12,8 @@ import pytest
 
 from server.rerank import Reranker
 from server.rerank_templates import parse_template
-from tests.server.support import FakeRunner, serving
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 
 TEMPLATE = parse_template({"query": "Q:{query} I:{instruction}\n", "document": "D:{document}\nA:",
                            "yes": "y", "no": "n", "instruction": "rank"}, "one-char-labels")

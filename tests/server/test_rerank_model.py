@@ -11,11 +11,13 @@ import httpx
 import pytest
 import torch
 
+from bench.server_process import free_port
 from server.__main__ import build_engine, build_reranker, resolve_config
 from server.config import ServerConfig
 from server.rerank_templates import YES_NO
-from tests.gateway.support import gateway_process, sample, wait_until
-from tests.server.support import free_port, live_server
+from tests.gateway.support import gateway_process, sample
+from tests.kit.servers import live_server
+from tests.kit.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +81,7 @@ def test_cohere_rerank_through_the_gateway(real, tmp_path):
     direct = cohere.Client(base_url=real.url, api_key=KEY, timeout=120).rerank(
         query=QUERY, documents=DOCUMENTS, top_n=2, return_documents=True)
     with gateway_process("--worker-urls", real.url, "--api-key", KEY, log_path=tmp_path / "gw.log") as gateway:
-        wait_until(lambda: sample(gateway, "scoringfleet_gateway_workers", state="ready") == 1)
+        wait_for(lambda: sample(gateway, "scoringfleet_gateway_workers", state="ready") == 1)
         through = cohere.Client(base_url=gateway, api_key=KEY, timeout=120).rerank(
             query=QUERY, documents=DOCUMENTS, top_n=2, return_documents=True)
     assert [(r.index, r.document.text) for r in through.results] == \

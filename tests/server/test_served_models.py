@@ -10,7 +10,8 @@ from scoringfleet_contract.facts import error_body
 from server.config import parse_args
 from server.errors import NotFound
 from server.served_models import ServedModels
-from tests.server.support import FakeRunner, serving
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import serving
 
 SERVED = ServedModels(("scorer", "qwen3:8b"), ("sql", "chat"))
 

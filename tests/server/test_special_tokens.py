@@ -7,7 +7,7 @@ from tokenizers import Tokenizer, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from server.special_tokens import PROBE_TEXT, SpecialTokens, special_tokens_of, split_around
-from tests.server.support import with_bos
+from tests.kit.models import with_bos
 
 
 @pytest.fixture(scope="module")

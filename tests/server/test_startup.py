@@ -11,12 +11,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.server_process import free_port
 from server.app import create_app
 from server.connections import uvicorn_config
 from server.drain import DrainingServer
 from server.errors import ModelLoadError
 from server.startup import EngineStartup
-from tests.server.support import FakeRunner, cpu_config, free_port, live_server, wait_until
+from tests.kit.runners import FakeRunner
+from tests.kit.servers import cpu_config, live_server
+from tests.kit.waiting import wait_for
 
 BODY = {"query": [1, 2, 3], "items": [[4, 5], [6]], "label_token_ids": [7, 8]}
 
@@ -80,7 +83,7 @@ def test_a_loading_server_refuses_what_needs_the_model_with_a_503(starting, meth
 def test_once_loaded_it_serves_and_says_so(starting):
     url, startup, load = starting
     load.gate.set()
-    wait_until(lambda: httpx.get(f"{url}/health_generate").status_code == 200)
+    wait_for(lambda: httpx.get(f"{url}/health_generate").status_code == 200)
     assert samples(url)["scoringfleet_model_loading"] == 0
     assert httpx.get(f"{url}/get_load").headers["x-model-loading"] == "false"
     scored = httpx.post(f"{url}/v1/score", json=BODY)
@@ -93,7 +96,7 @@ def test_once_loaded_it_serves_and_says_so(starting):
 def test_freeze_gc_answers_as_sglang_does_once_loaded(starting):
     url, _, load = starting
     load.gate.set()
-    wait_until(lambda: httpx.get(f"{url}/health_generate").status_code == 200)
+    wait_for(lambda: httpx.get(f"{url}/health_generate").status_code == 200)
     for method in ("POST", "GET"):  # SGLang's route takes both
         response = httpx.request(method, f"{url}/freeze_gc")
         assert (response.status_code, response.text) == (200, "Garbage collection frozen.\n")
@@ -103,7 +106,7 @@ def test_a_drain_that_begins_while_loading_keeps_the_loaded_engine_out_of_work(s
     url, startup, load = starting
     startup.begin_drain()
     load.gate.set()
-    wait_until(lambda: startup.engine is not None)
+    wait_for(lambda: startup.engine is not None)
     assert startup.engine.is_draining and not startup.is_ready
     assert httpx.get(f"{url}/health_generate").json()["message"] == "not ready: draining"
 
@@ -116,7 +119,7 @@ def test_a_model_that_fails_to_load_ends_the_server_with_2_and_one_error_line(ca
                             config.drain_timeout_s)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    wait_until(lambda: server.started)
+    wait_for(lambda: server.started)
     assert httpx.get(f"http://127.0.0.1:{config.port}/health").status_code == 200
     load.gate.set()
     thread.join(timeout=10)  # it ends by itself: nobody asked it to

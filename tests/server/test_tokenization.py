@@ -12,9 +12,11 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from bench.server_process import free_port
 from server.__main__ import build_engine, resolve_config
 from server.config import ServerConfig
-from tests.server.support import build_tiny_model, free_port, live_server
+from tests.kit.models import build_tiny_model
+from tests.kit.servers import live_server
 
 QUERY = "What is the capital of California? Answer Yes or No for each of the following options:"
 ITEMS = [" Sacramento", " San Jose San Francisco", " Yes", " apple banana fruit car"]

@@ -32,7 +32,7 @@ from tests.fleet_operator.test_tick import (
     make_fleet,
     tick,
 )
-from tests.fleet_operator.waiting import wait_for
+from tests.kit.waiting import wait_for
 
 
 def sample(name: str, load: float) -> PodVerdict:
