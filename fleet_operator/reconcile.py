@@ -18,7 +18,8 @@ from fleet_operator import kube, names
 from fleet_operator.builders import build_children, gateway_address, unwanted_children
 from fleet_operator.context import OperatorContext
 from fleet_operator.drift import DEPLOYMENT_OPTIONAL
-from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet, served_name
+from fleet_operator.spec.fleet import FleetSpec, SpecError, parse_fleet
+from fleet_operator.spec.model import served_names
 from fleet_operator.status.conditions import ConditionValue
 from fleet_operator.status.gateway import gateway_status
 from fleet_operator.status.ownership import status_patch
@@ -148,7 +149,7 @@ def _apply_optional(ctx: OperatorContext, child: Mapping[str, Any], actions: dic
 
 
 def _with_fleet_models(ctx: OperatorContext, fleet: FleetSpec) -> FleetSpec:
-    """The fleet, with the model each of spec.gateway.fleets serves, read from its ScoringFleet now.
+    """The fleet, with the names each of spec.gateway.fleets serves, read from its ScoringFleet now.
 
     A fleet listed before it exists is routed without a name until it does (the resync timer reads
     again), and a renamed model reaches the gateway's args at the next resync.
@@ -157,7 +158,7 @@ def _with_fleet_models(ctx: OperatorContext, fleet: FleetSpec) -> FleetSpec:
     for other in fleet.gateway.fleets:
         body = kube.get_fleet(ctx.api, fleet.namespace, other)
         if kube.is_live_fleet(body):
-            models[other] = served_name(other, (body.get("spec") or {}).get("model") or {})
+            models[other] = served_names(other, (body.get("spec") or {}).get("model") or {})
     return replace(fleet, gateway=replace(fleet.gateway, fleet_models=models))
 
 
@@ -167,7 +168,7 @@ def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | 
     deployment = kube.get(ctx.api, "apps/v1", "Deployment", fleet.namespace,
                           names.gateway_name(fleet.name))
     served = {fleet.name: fleet.model.served_name,
-              **{other: fleet.gateway.fleet_models.get(other) for other in fleet.gateway.fleets}}
+              **{other: (fleet.gateway.fleet_models.get(other) or (None,))[0] for other in fleet.gateway.fleets}}
     return gateway_status(gateway_address(fleet), deployment, served)
 
 

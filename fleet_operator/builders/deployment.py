@@ -44,7 +44,7 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--max-prefill-tokens", str(srv.max_prefill_tokens)]
     return [
         "--model-path", fleet.model.source,
-        "--served-model-name", fleet.model.served_name,
+        "--served-model-name", fleet.model.served_name, *fleet.model.aliases,
         "--host", "0.0.0.0",
         "--port", str(srv.port),
         "--dtype", fleet.model.dtype,
@@ -56,7 +56,13 @@ def server_args(fleet: FleetSpec) -> list[str]:
         "--request-timeout", str(srv.request_timeout_s),
         "--drain-timeout", str(drain_timeout_s(fleet)),
         *_rerank_template_args(fleet),
+        *_lora_args(fleet),
     ]
+
+
+def _lora_args(fleet: FleetSpec) -> list[str]:
+    adapters = fleet.model.lora_adapters
+    return ["--lora-paths", *(f"{a.name}={a.path}" for a in adapters)] if adapters else []
 
 
 def _rerank_template_args(fleet: FleetSpec) -> list[str]:

@@ -40,17 +40,18 @@ GATEWAY_GRACE_S = grace_s(GATEWAY_SHUTDOWN_S)
 def gateway_args(fleet: FleetSpec) -> list[str]:
     """The gateway's flags: discover this fleet's pods, listen on spec.gateway.port, hold a request
     up to spec.gateway.queueTimeoutSeconds while no pod is ready, pick pods by spec.gateway.policy;
-    then the model this fleet serves, and each of spec.gateway.fleets with the model it serves where
-    known (a fleet at 0 is routable only by a name given here: it has no pod to list its names)."""
+    then the names this fleet serves (model, aliases, adapters), and each of spec.gateway.fleets with
+    its names where known (a fleet at 0 is routable only by a name given here: it has no pod to list
+    its names)."""
     args = ["--fleet", fleet.name, "--namespace", fleet.namespace,
             "--host", "0.0.0.0", "--port", str(fleet.gateway.port),
             "--queue-timeout", str(fleet.gateway.queue_timeout_s),
             "--policy", fleet.gateway.policy,
-            "--fleet-model", f"{fleet.name}={fleet.model.served_name}"]
+            "--fleet-model", f"{fleet.name}={','.join(fleet.model.names)}"]
     for other in fleet.gateway.fleets:
         args += ["--fleet", other]
-        if other in fleet.gateway.fleet_models:
-            args += ["--fleet-model", f"{other}={fleet.gateway.fleet_models[other]}"]
+        if fleet.gateway.fleet_models.get(other):
+            args += ["--fleet-model", f"{other}={','.join(fleet.gateway.fleet_models[other])}"]
     return args
 
 

@@ -18,6 +18,7 @@ from fleet_operator.spec import crd
 from fleet_operator.spec.autoscaling import AutoscalingSpec, parse_autoscaling
 from fleet_operator.spec.fields import Fields, SpecError, as_object, list_of_objects, string_map
 from fleet_operator.spec.inference_pool import InferencePoolSpec, parse_inference_pool
+from fleet_operator.spec.model import ModelSpec, parse_model
 from fleet_operator.spec.network import NetworkPolicySpec, parse_network_policy
 from fleet_operator.spec.sources import (
     ConfigMapKeyRef,
@@ -25,26 +26,16 @@ from fleet_operator.spec.sources import (
     VolumeSource,
     parse_config_map_ref,
     parse_secret_ref,
-    parse_volume_source,
 )
 
 __all__ = ["AuthSpec", "ConfigMapKeyRef", "FleetSpec", "GatewaySpec", "ModelSpec", "NetworkPolicySpec", "ResourceSpec",
-           "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet", "served_name"]
+           "RolloutSpec", "SecretKeyRef", "ServerSpec", "SpecError", "VolumeSource", "parse_fleet"]
 
 # Children (Service above all) are named after the fleet: a DNS-1035 label of at most 63 characters.
 MAX_NAME_LEN = 63
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # An operator configured with nothing: no default image, Prometheus, namespace or gateway image.
 UNCONFIGURED = OperatorConfig()
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    source: str  # hub id, path or .gguf file: the server's --model-path
-    served_name: str
-    dtype: str = crd.default("model", "dtype")
-    cache: VolumeSource | None = None  # None: an emptyDir, each pod downloads
-    hf_token: SecretKeyRef | None = None
 
 
 @dataclass(frozen=True)
@@ -83,9 +74,10 @@ class GatewaySpec:
     image: str | None = None
     # spec.gateway.fleets: the other fleets of the namespace this gateway routes to (never itself)
     fleets: tuple[str, ...] = ()
-    # The model each of `fleets` serves, read from their ScoringFleets by reconcile.py (I/O, so not
-    # the parse's); a fleet that does not exist is absent. The gateway learns the rest from the pods.
-    fleet_models: Mapping[str, str] = field(default_factory=dict)
+    # The names each of `fleets` serves (model, aliases, adapters), read from their ScoringFleets by
+    # reconcile.py (I/O, so not the parse's); a fleet that does not exist is absent. The gateway
+    # learns the rest from the pods.
+    fleet_models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,7 +130,7 @@ def parse_fleet(name: str, namespace: str, spec: Mapping[str, Any] | None,
     """
     _check_name(name)
     top = Fields.of(spec, "spec", crd.spec_schema())
-    model = _parse_model(Fields.of(top.value.get("model"), "spec.model", crd.spec_schema("model"),
+    model = parse_model(Fields.of(top.value.get("model"), "spec.model", crd.spec_schema("model"),
                                    required=True), name)
     resources = _parse_resources(top.child("resources"))
     autoscaling = parse_autoscaling(top.value.get("autoscaling"),
@@ -185,25 +177,6 @@ def _image(spec: Fields, resources: ResourceSpec, default_image: str | None) -> 
     if not default_image:
         raise SpecError("spec.image is required: the operator has no default image configured")
     return default_image
-
-
-def _parse_model(model: Fields, fleet_name: str) -> ModelSpec:
-    source = model.string("source")
-    if not source:
-        raise SpecError("spec.model.source is required (a hub id, a path or a .gguf file)")
-    model.string("name")  # a string, if given
-    return ModelSpec(source=source, served_name=served_name(fleet_name, model.value),
-                     dtype=model.enum("dtype"),
-                     cache=parse_volume_source(model.value.get("cache"), "spec.model.cache"),
-                     hf_token=parse_secret_ref(model.value.get("hfTokenSecretRef"),
-                                               "spec.model.hfTokenSecretRef"))
-
-
-def served_name(fleet_name: str, model: Mapping[str, Any]) -> str:
-    """What the fleet's pods answer to (their --served-model-name): spec.model.name, else the
-    fleet's name. Also read of another fleet's raw spec, for a gateway that routes to it."""
-    name = model.get("name")
-    return name if isinstance(name, str) and name else fleet_name
 
 
 def _parse_resources(res: Fields) -> ResourceSpec:

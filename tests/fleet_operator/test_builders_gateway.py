@@ -133,7 +133,7 @@ def test_a_gateway_for_several_fleets_names_each_with_the_model_it_serves_where_
     front = dataclasses.replace(fleet({"fleets": ["classifier", "reranker"]}, model={
         "source": "Qwen/Qwen3-0.6B", "name": "scorer"}))
     front = dataclasses.replace(front, gateway=dataclasses.replace(
-        front.gateway, fleet_models={"classifier": "bge-classifier"}))  # reranker: not found
+        front.gateway, fleet_models={"classifier": ("bge-classifier",)}))  # reranker: not found
     assert gateway_args(front)[-8:] == ["--fleet-model", "qwen=scorer", "--fleet", "classifier",
                                         "--fleet-model", "classifier=bge-classifier", "--fleet", "reranker"]
     labels = pod_template(front)["metadata"]["labels"]
@@ -148,7 +148,7 @@ def test_the_gateway_takes_the_args_the_operator_writes():
     # the gateway's own parser (a wrong flag would crash-loop the pod: exit 2)
     front = fleet({"fleets": ["classifier", "reranker"]})
     front = dataclasses.replace(front, gateway=dataclasses.replace(
-        front.gateway, fleet_models={"classifier": "bge-classifier"}))
+        front.gateway, fleet_models={"classifier": ("bge-classifier",)}))
     config, _ = parse_args(gateway_args(front), environ={})
     assert [(f.name, f.urls, f.models) for f in config.fleets] == [
         ("qwen", None, ("qwen",)), ("classifier", None, ("bge-classifier",)), ("reranker", None, ())]

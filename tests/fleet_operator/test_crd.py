@@ -155,3 +155,18 @@ def _with(path: str, value):
 def test_schema_rejects(path, value, expected):
     errors = schema_errors(_with(path, value))
     assert any(expected in e for e in errors), errors
+
+
+@pytest.mark.parametrize("field,value,valid", [
+    ("aliases", ["qwen3", "org/qwen3"], True),
+    ("aliases", ["a,b"], False),
+    ("aliases", ["x", "x"], False),
+    ("loraAdapters", [{"name": "sql", "path": "/cache/adapters/sql"}], True),
+    ("loraAdapters", [{"name": "base:sql", "path": "/a"}], False),
+    ("loraAdapters", [{"name": "sql"}], False),
+], ids=["aliases", "alias-comma", "alias-repeated", "adapter", "adapter-colon", "adapter-no-path"])
+def test_model_aliases_and_lora_adapters(field, value, valid):
+    doc = _full()
+    doc["spec"]["model"][field] = value
+    errors = schema_errors(doc)
+    assert (errors == []) is valid, errors

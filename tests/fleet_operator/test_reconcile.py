@@ -168,10 +168,10 @@ def test_the_network_policy_admits_the_operators_namespace_is_kept_and_goes_when
 
 
 def test_a_gateway_for_several_fleets_reads_the_model_each_serves(kube_api, api):
-    # `classifier` serves the model `bge`; `reranker` is listed before it exists
+    # `classifier` serves the model `bge` (also as `bge-base`); `reranker` is listed before it exists
     kube_api.create({"apiVersion": "scoring.fleet.dev/v1alpha1", "kind": "ScoringFleet",
                      "metadata": {"name": "classifier", "namespace": "default"},
-                     "spec": {"model": {"source": "BAAI/bge-reranker-base", "name": "bge"},
+                     "spec": {"model": {"source": "BAAI/bge-reranker-base", "name": "bge", "aliases": ["bge-base"]},
                               "image": "scoring-fleet:0.1.0", "replicas": 0}})
     kube_api.kubectl("patch", "sf", NAME, "--type=merge", "-p",
                      '{"spec": {"gateway": {"enabled": true, "fleets": ["classifier", "reranker"]}}}')
@@ -181,7 +181,7 @@ def test_a_gateway_for_several_fleets_reads_the_model_each_serves(kube_api, api)
         deployment = kube.get(api, "apps/v1", "Deployment", "default", f"{NAME}-gateway")
         return deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
-    assert args()[-6:] == ["--fleet", "classifier", "--fleet-model", "classifier=bge", "--fleet", "reranker"]
+    assert args()[-6:] == ["--fleet", "classifier", "--fleet-model", "classifier=bge,bge-base", "--fleet", "reranker"]
     assert kube.get_fleet(api, "default", NAME)["status"]["gateway"]["fleets"] == [
         {"name": NAME, "model": NAME}, {"name": "classifier", "model": "bge"}, {"name": "reranker"}]
     # the listed fleet appears: the next reconcile (the resync timer's) names its model
