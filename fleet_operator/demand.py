@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_operator.autoscaling.values import GatewayDemand
 from fleet_operator.scraper import fetch_text, is_serving, metrics_url
+from scoringfleet_contract.facts import http_port
 
 WAITING_SERIES = "scoringfleet_gateway_waiting_requests"
 FLEET_LABEL = "fleet"  # the gateway's label on it: which of its fleets the requests wait for
@@ -54,21 +55,12 @@ async def scrape_gateway(pods: Iterable[Mapping], fleet: str, port: int, timeout
     if not serving:
         return GatewayDemand(None, "no ready gateway pod routes to this fleet")
     async with aiohttp.ClientSession() as session:
-        answers = await asyncio.gather(*(_scrape_one(session, pod, fleet, http_port(pod, port), timeout_s)
+        answers = await asyncio.gather(*(_scrape_one(session, pod, fleet, http_port(pod) or port, timeout_s)
                                          for pod in serving))
     failed = [f"{name}: {why}" for name, (_, why) in answers if why]
     if failed:
         return GatewayDemand(None, "; ".join(failed))
     return GatewayDemand(sum(waiting for _, (waiting, _) in answers))
-
-
-def http_port(pod: Mapping, default: int) -> int:
-    """The pod's container port named `http` (every gateway container has one), else `default`."""
-    for container in (pod.get("spec") or {}).get("containers") or ():
-        for port in container.get("ports") or ():
-            if port.get("name") == "http" and isinstance(port.get("containerPort"), int):
-                return port["containerPort"]
-    return default
 
 
 async def _scrape_one(session: aiohttp.ClientSession, pod: Mapping, fleet: str, port: int,

@@ -167,8 +167,9 @@ def _gateway_status(ctx: OperatorContext, fleet: FleetSpec) -> dict[str, Any] | 
         return None
     deployment = kube.get(ctx.api, "apps/v1", "Deployment", fleet.namespace,
                           names.gateway_name(fleet.name))
-    served = {fleet.name: fleet.model.served_name,
-              **{other: (fleet.gateway.fleet_models.get(other) or (None,))[0] for other in fleet.gateway.fleets}}
+    # each fleet with the name its pods report (a listed fleet not found: None)
+    served = {fleet.name: fleet.model.served_name}
+    served |= {other: next(iter(fleet.gateway.fleet_models.get(other, ())), None) for other in fleet.gateway.fleets}
     return gateway_status(gateway_address(fleet), deployment, served)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from scoringfleet_contract.facts import http_port
+
 
 def pod_url(pod: Mapping) -> str | None:
     """The pod's worker URL if it should receive requests now, else None."""
@@ -21,14 +23,6 @@ def pod_url(pod: Mapping) -> str | None:
         return None
     host = f"[{ip}]" if ":" in ip else ip
     return f"http://{host}:{port}"
-
-
-def http_port(pod: Mapping) -> int | None:
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        for port in container.get("ports") or []:
-            if port.get("name") == "http":
-                return int(port["containerPort"])
-    return None
 
 
 def rotation(pods: Mapping[str, Mapping]) -> set[str]:

@@ -8,6 +8,7 @@ its type, the 413's text, the API key rule) and what one must wait for of anothe
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 # ---- environment: one prefix for every variable the programs read -------------------------------
@@ -18,6 +19,17 @@ API_KEY_ENV = ENV_PREFIX + "API_KEY"  # server and gateway; the operator renders
 # ---- the pods: the label the operator puts on a fleet's scoring pods, the gateway discovers by ---
 API_GROUP = "scoring.fleet.dev"
 FLEET_LABEL = f"{API_GROUP}/fleet"
+HTTP_PORT_NAME = "http"  # the container port every pod the operator builds serves on
+
+
+def http_port(pod: Mapping[str, Any]) -> int | None:
+    """A Pod body's container port named HTTP_PORT_NAME (the gateway's workers, the operator's scrape
+    of a gateway pod), or None."""
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("name") == HTTP_PORT_NAME and isinstance(port.get("containerPort"), int):
+                return port["containerPort"]
+    return None
 
 # ---- the API key --------------------------------------------------------------------------------
 UNAUTHORIZED_MESSAGE = "missing or wrong API key: send 'Authorization: Bearer <key>'"

@@ -174,3 +174,11 @@ def test_the_error_body_and_its_type():
 ])
 def test_is_quiet(path, quiet):
     assert facts.is_quiet(path) is quiet
+
+
+def test_http_port_is_the_container_port_the_operator_names_http():
+    pod = {"spec": {"containers": [{"ports": [{"name": "metrics", "containerPort": 9090}]},
+                                   {"ports": [{"name": facts.HTTP_PORT_NAME, "containerPort": 30080}]}]}}
+    assert facts.http_port(pod) == 30080
+    assert facts.http_port({"spec": {"containers": [{"ports": [{"containerPort": 80}]}]}}) is None
+    assert facts.http_port({}) is None

@@ -22,7 +22,7 @@ from fleet_operator.builders.pods import (
 )
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec.fleet import FleetSpec
-from scoringfleet_contract.facts import HEALTH_GENERATE_PATH, HEALTH_PATH, SERVER_SHUTDOWN_S
+from scoringfleet_contract.facts import HEALTH_GENERATE_PATH, HEALTH_PATH, HTTP_PORT_NAME, SERVER_SHUTDOWN_S
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONTAINER_NAME = "server"
@@ -144,7 +144,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "server"],
         "args": server_args(fleet),
-        "ports": [{"name": "http", "containerPort": fleet.server.port, "protocol": "TCP"}],
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": fleet.server.port, "protocol": "TCP"}],
         "env": _env(fleet),
         "resources": _resources(fleet),
         # Loading is not liveness: a download and a load can take minutes. The server listens from

@@ -28,7 +28,7 @@ from fleet_operator.names import (
     serves_selector_labels,
 )
 from fleet_operator.spec.fleet import FleetSpec
-from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH
+from scoringfleet_contract.facts import GATEWAY_SHUTDOWN_S, HEALTH_PATH, HTTP_PORT_NAME
 
 CONTAINER_NAME = "gateway"
 # On SIGTERM the gateway stops listening and lets requests in flight finish for at most
@@ -113,7 +113,7 @@ def _container(fleet: FleetSpec) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "gateway"],
         "args": gateway_args(fleet),
-        "ports": [{"name": "http", "containerPort": gw.port, "protocol": "TCP"}],
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": gw.port, "protocol": "TCP"}],
         # The key (spec.auth.apiKeySecretRef) checks clients and goes on to the workers.
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, *api_key_env(fleet)],
         "resources": {"requests": {"cpu": gw.cpu, "memory": gw.memory},

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_operator.spec.fleet import FleetSpec
-from scoringfleet_contract.facts import API_KEY_ENV, METRICS_PATH
+from scoringfleet_contract.facts import API_KEY_ENV, HTTP_PORT_NAME, METRICS_PATH
 
 RUN_AS_UID = 65532  # the image's non-root user
 PRESTOP_SLEEP_S = 5  # long enough for endpoints to drop the pod before it stops admitting
@@ -56,7 +56,7 @@ def prestop_sleep() -> dict[str, Any]:
 
 def http_probe(path: str, period_s: int, failure_threshold: int = 3) -> dict[str, Any]:
     """A probe that GETs `path` on the container's port named http."""
-    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period_s,
+    return {"httpGet": {"path": path, "port": HTTP_PORT_NAME}, "periodSeconds": period_s,
             "timeoutSeconds": PROBE_TIMEOUT_S, "failureThreshold": failure_threshold}
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from fleet_operator.names import fleet_labels, selector_labels
 from fleet_operator.spec.fleet import FleetSpec
+from scoringfleet_contract.facts import HTTP_PORT_NAME
 
 
 def build_service(fleet: FleetSpec) -> dict[str, Any]:
@@ -24,6 +25,6 @@ def http_service(name: str, namespace: str, labels: Mapping[str, str], selector:
         "spec": {
             "type": "ClusterIP",
             "selector": dict(selector),
-            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [{"name": HTTP_PORT_NAME, "port": port, "targetPort": HTTP_PORT_NAME, "protocol": "TCP"}],
         },
     }
