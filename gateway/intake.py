@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from aiohttp import StreamReader
 
 from gateway.errors import CLIENT_CLOSED, Refusal
+from gateway.key_check import key_header
 from scoringfleet_contract.facts import body_too_large, is_authorized as header_is_authorized
 
 # Headers that travel upstream; everything else is hop-by-hop or the gateway's own business.
@@ -114,7 +115,7 @@ def upstream_headers(headers: Mapping[str, str], api_key: str | None) -> dict[st
     has one (else the client's Authorization, unchanged, for servers that check it themselves)."""
     sent = {name: headers[name] for name in UPSTREAM_HEADERS if name in headers}
     if api_key is not None:
-        sent["authorization"] = f"Bearer {api_key}"
+        sent.update(key_header(api_key))
     elif "authorization" in headers:
         sent["authorization"] = headers["authorization"]
     return sent

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import aiohttp
 
+from scoringfleet_contract.facts import SCORE_PATH
+
 KEY_RECHECK_S = 5.0  # a worker that refused the key is asked again this often (it may be fixed)
 PROBE_BODY = b"{}"
+
+
+def key_header(api_key: str | None) -> dict[str, str]:
+    """The gateway's key as a worker reads it ('Authorization: Bearer <key>'); none without a key."""
+    return {} if api_key is None else {"authorization": f"Bearer {api_key}"}
 
 
 async def probe_key(session: aiohttp.ClientSession, url: str, api_key: str,
                     timeout_s: float) -> bool | None:
     """True: the worker accepts `api_key`; False: it answered 401; None: no answer (the poll
     that follows will mark the worker failed)."""
-    headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json"}
+    headers = {**key_header(api_key), "content-type": "application/json"}
     try:
-        async with session.post(f"{url}/v1/score", data=PROBE_BODY, headers=headers,
+        async with session.post(f"{url}{SCORE_PATH}", data=PROBE_BODY, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
             await response.read()
             return response.status != 401

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import aiohttp
 
-from gateway.key_check import KEY_RECHECK_S, probe_key
+from gateway.key_check import KEY_RECHECK_S, key_header, probe_key
 from gateway.served import Listing, parse_listing
 from gateway.transitions import describe_error
 from gateway.workers import WorkerRegistry
-from scoringfleet_contract.facts import LOADING_HEADER
+from scoringfleet_contract.facts import LOAD_PATH, LOADING_HEADER, MODELS_PATH
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Poller:
         mark = self.registry.poll_started(url)
         try:
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            async with self.session.get(f"{url}/get_load", timeout=timeout) as response:
+            async with self.session.get(f"{url}{LOAD_PATH}", timeout=timeout) as response:
                 response.raise_for_status()
                 num_reqs = parse_load(await response.json(content_type=None))
                 loading = is_loading(response.headers)
@@ -91,20 +91,20 @@ class Poller:
         worker = self.registry.get(url)
         if worker is None or worker.models is not None:
             return
-        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = key_header(self.api_key)
         try:
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            async with self.session.get(f"{url}/v1/models", headers=headers, timeout=timeout) as response:
+            async with self.session.get(f"{url}{MODELS_PATH}", headers=headers, timeout=timeout) as response:
                 body = await response.read()
         except (TimeoutError, aiohttp.ClientError) as error:
-            log.debug("%s/v1/models: %s", url, describe_error(error))
+            log.debug("%s%s: %s", url, MODELS_PATH, describe_error(error))
             return
         if response.status >= 500:
             return
         try:
             listing = parse_listing(json.loads(body) if response.status == 200 else None)
         except ValueError as error:  # not JSON (json.JSONDecodeError) or not a list
-            log.info("%s/v1/models lists no model (HTTP %s: %s)", url, response.status, error)
+            log.info("%s%s lists no model (HTTP %s: %s)", url, MODELS_PATH, response.status, error)
             self.registry.record_models(url, ())
             return
         self.registry.record_models(url, listing.ids)
