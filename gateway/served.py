@@ -83,7 +83,8 @@ def resolve(model: str | None, fleets: Sequence[tuple[str, ServedNames]]) -> Rou
     for name, served in fleets:
         if model in served:
             return Route(name, model, model if model in served.adapters else None)
-    base, _, adapter = model.partition(":")
+    # rpartition, as the server splits it: a served name may hold ':' ("qwen3:8b"), an adapter's never does
+    base, _, adapter = model.rpartition(":")
     for name, served in fleets:
         if adapter and base in served:
             return Route(name, base, adapter)

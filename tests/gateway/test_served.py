@@ -32,9 +32,12 @@ def test_requested_model_when(headers, payload, model):
     ("sql", Route("a", "sql", "sql")),             # an adapter's own name, learned from a worker
     ("gpt-4", None),
     ("gpt-4:sql", None),
-], ids=["absent", "served", "alias", "base-adapter", "adapter-name", "unknown", "unknown-base"])
+    ("qwen3:8b", Route("c", "qwen3:8b")),          # a served name that holds ':'
+    ("qwen3:8b:sql", Route("c", "qwen3:8b", "sql")),  # and its adapter: split at the last ':'
+], ids=["absent", "served", "alias", "base-adapter", "adapter-name", "unknown", "unknown-base",
+        "name-with-colon", "name-with-colon-adapter"])
 def test_resolve_when(model, route):
-    table = fleets(a=("scorer",), b=("ranker", "ranker-alias"))
+    table = fleets(a=("scorer",), b=("ranker", "ranker-alias"), c=("qwen3:8b",))
     table[0][1].learn(Listing(("scorer", "sql"), frozenset({"sql"})))
     assert resolve(model, table) == route
 
