@@ -10,7 +10,14 @@ import transformers
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AutoTokenizer
 
-from server.cascade_attention import PrefixSegments, cascade_attention, cascade_reason, merge, prefix_segments
+from server.cascade_attention import (
+    PrefixSegments,
+    cascade_attention,
+    cascade_reason,
+    joins_prefix,
+    merge,
+    prefix_segments,
+)
 from server.compiled_forward import ItemsForward
 from server.model_runner import ModelRunner
 from tests.server.test_model_zoo import WINDOW, max_relative_error, tiny_model, zoo_requests
@@ -48,14 +55,18 @@ def random_case(dtype):
     # The query laid out as a projection viewed into heads is: [rows, own, heads, dim] transposed.
     query = draw(ROWS, OWN, HEADS, DIM).transpose(1, 2)
     return query, draw(ROWS, KV_HEADS, OWN, DIM), draw(ROWS, KV_HEADS, OWN, DIM), {
+        "longer-than-own": (draw(1, KV_HEADS, 11, DIM), draw(1, KV_HEADS, 11, DIM)),
         "long": (draw(1, KV_HEADS, 5, DIM), draw(1, KV_HEADS, 5, DIM)),
         "short": (draw(1, KV_HEADS, 3, DIM), draw(1, KV_HEADS, 3, DIM))}
 
 
-# Segments: which rows share which prefix; rows outside every segment have none.
+# Segments: which rows share which prefix; rows outside every segment have none. On CPU a prefix
+# shorter than the rows' own run is joined to their keys (one call), a longer one merged (two).
 LAYOUTS = {
     "one-prefix-for-all-rows": ((0, 4, "long"),),
     "two-requests-and-a-row-without-prefix": ((0, 2, "long"), (3, 4, "short")),
+    "one-long-prefix-for-all-rows": ((0, 4, "longer-than-own"),),
+    "a-joined-prefix-a-merged-one-and-a-row-without": ((0, 2, "short"), (2, 3, "longer-than-own")),
     "no-prefix-at-all": (),
 }
 
@@ -86,6 +97,12 @@ def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype,
                              prefix and (prefix[0].cpu(), prefix[1].cpu()), 0.3)
         torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float().cpu(), expected,
                                    atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize("prefix, own, device, joined", [
+    (120, 180, "cpu", True), (180, 180, "cpu", False), (1000, 20, "cpu", False), (120, 180, "cuda", False)])
+def test_a_prefix_shorter_than_the_rows_is_joined_to_their_keys_on_cpu_only(prefix, own, device, joined):
+    assert joins_prefix(prefix, own, torch.device(device)) is joined
 
 
 def test_merge_weighs_each_part_by_its_share_of_the_softmax():
