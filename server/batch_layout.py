@@ -15,9 +15,18 @@ from dataclasses import dataclass
 # and 5 % padding is a fair price for not cutting every group down to one row (docs/performance.md).
 MAX_PADDING_FRACTION = 0.05
 # On a CPU a forward of more item tokens than this is slower per item, not faster: its activations
-# leave the caches (measured: docs/performance.md, issue 28). A bigger scheduler batch is cut into
-# forwards of about this size; a GPU, which wants big forwards, gets no cap (None).
-CPU_MAX_FORWARD_TOKENS = 2048
+# leave the caches (measured in float32: docs/performance.md, issue 28). The cap is one size of
+# activations: a 2-byte dtype holds twice the tokens in it (bfloat16 on AMX, compiled: 4096 tokens
+# per forward +15 % items/s against 2048, 8192 no better; issue 39). A bigger scheduler batch is
+# cut into forwards of about this size; a GPU, which wants big forwards, gets no cap (None).
+CPU_MAX_FORWARD_FLOAT32_TOKENS = 2048
+
+
+def max_forward_tokens(device_type: str, bytes_per_value: int) -> int | None:
+    """The item tokens one forward may compute on this device in a dtype of this size."""
+    if device_type != "cpu":
+        return None
+    return CPU_MAX_FORWARD_FLOAT32_TOKENS * 4 // max(bytes_per_value, 1)
 
 
 @dataclass(frozen=True)

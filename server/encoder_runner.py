@@ -15,7 +15,7 @@ from typing import Iterable, Sequence as Seq
 
 import torch
 
-from server.batch_layout import CPU_MAX_FORWARD_TOKENS, plan_groups
+from server.batch_layout import max_forward_tokens, plan_groups
 from server.classifier_support import activation_of, encoder_context_tokens
 from server.heads import class_scores
 from server.sequence import RunResult, Sequence
@@ -44,7 +44,7 @@ class EncoderRunner:
         self.pair_tokens = pair_tokens_of(tokenizer)
         self.activation = activation_of(model.config)
         self.max_padding_fraction = max_padding_fraction
-        self.max_forward_tokens = CPU_MAX_FORWARD_TOKENS if self.device.type == "cpu" else None
+        self.max_forward_tokens = max_forward_tokens(self.device.type, self.dtype.itemsize)
         # NOTE: padding with another id than pad_token_id would move RoBERTa's positions (it
         # counts non-pad tokens) past the real tokens' and, at the longest, past the table.
         self._pad_id = model.config.pad_token_id or 0

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
-from server.batch_layout import CPU_MAX_FORWARD_TOKENS, MAX_PADDING_FRACTION, plan_groups
+from server.batch_layout import MAX_PADDING_FRACTION, max_forward_tokens, plan_groups
 from server.cascade_attention import PrefixSegments, cascade_reason, register
 from server.compiled_forward import (
     CASCADE,
@@ -67,7 +67,7 @@ class ModelRunner:
         self.max_padding_fraction = max_padding_fraction  # 1.0: the whole batch in one forward
         self.use_cascade = True  # False: every forward takes the masked layout (benchmarks compare)
         # Item tokens a forward computes at most (batch_layout): on CPU bigger is slower per item.
-        self.max_forward_tokens = CPU_MAX_FORWARD_TOKENS if self.device.type == "cpu" else None
+        self.max_forward_tokens = max_forward_tokens(self.device.type, self.dtype.itemsize)
 
     @property
     def vocab_size(self) -> int:

@@ -1,7 +1,7 @@
 """plan_groups: every row once, shortest first, padding bounded per group."""
 import pytest
 
-from server.batch_layout import plan_groups
+from server.batch_layout import max_forward_tokens, plan_groups
 
 
 def rows_of(groups):
@@ -43,6 +43,12 @@ def test_padding_is_counted():
 ], ids=["no-cap", "cut-at-the-cap", "one-row-over-the-cap"])
 def test_a_forward_holds_at_most_max_forward_tokens(cap, expected):
     assert rows_of(plan_groups([10] * 5, [50] * 5, 0.05, cap)) == expected
+
+
+@pytest.mark.parametrize("device, bytes_per_value, expected", [
+    ("cpu", 4, 2048), ("cpu", 2, 4096), ("cuda", 2, None)], ids=["cpu-float32", "cpu-bfloat16", "gpu"])
+def test_a_cpu_forward_holds_one_size_of_activations_whatever_the_dtype(device, bytes_per_value, expected):
+    assert max_forward_tokens(device, bytes_per_value) == expected
 
 
 def test_mismatched_lengths_are_refused():
