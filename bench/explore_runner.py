@@ -15,6 +15,7 @@ import torch
 from bench import offline
 from bench.compare import progress
 from bench.workload import MIXED, ScoreBody, Workload, make_bodies, median, num_tokens
+from server.batch_cache import batch_cache
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
 
@@ -42,7 +43,7 @@ def phases_s(runner, body: ScoreBody) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         runner._prefix_cache[request.rid] = runner._compute_prefix(request.prefix_ids)
         t1 = time.perf_counter()
-        runner._batch_cache(request.sequences)
+        batch_cache(request.sequences, runner._prefix_cache, runner.device)
         t2 = time.perf_counter()
         runner._last_token_states(request.sequences)
         t3 = time.perf_counter()

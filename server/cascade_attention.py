@@ -104,7 +104,23 @@ def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lay
     segments = getattr(_forward, "segments", None)
     if segments is None:
         raise ValueError("the cascade attention runs only inside prefix_segments(): the runner's items forward")
-    return _attend_with_prefix(query, key, value, segments.bounds, segments.layers[layer], scale)
+    recorded = getattr(_forward, "recorded", None)
+    if recorded is not None:
+        recorded[layer] = (key.clone(), value.clone())
+    prefixes = segments.layers[layer] if segments.bounds else ()
+    return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale)
+
+
+@contextlib.contextmanager
+def own_keys_recorded() -> Iterator[dict[int, tuple[torch.Tensor, torch.Tensor]]]:
+    """Every cascade layer of the forwards run in this block on this thread records its rows' own
+    (keys, values) [rows, kv heads, L, dim] (copies: a compiled graph reuses its buffers) in the
+    yielded dict by layer: a query forward's cache, as the prefix of the items that follow."""
+    _forward.recorded = recorded = {}
+    try:
+        yield recorded
+    finally:
+        _forward.recorded = None
 
 
 @_cascade_op.register_fake

@@ -1,8 +1,9 @@
 """ModelRunner: owns the model, the tokenizer and the query (prefix) cache; run(batch) -> scores.
 
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) comes
-from the query cache (query_cache.py: kept across requests, keyed by its exact ids) or is computed
-in a forward of its own, continuing from its longest cached head where there is one, and added
+from the query cache (query_cache.py: kept across requests, keyed by its exact ids) or is computed,
+continuing from its longest cached head where there is one (the batch's new queries as rows of one
+items forward where the cascade takes them: query_forward.py), and added
 there (all keys on full-attention layers, the last window - 1 on sliding ones: all an item can
 still see); every item of that request then attends to them. The batch's items go
 through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
@@ -23,6 +24,7 @@ from typing import Iterable, Sequence as Seq
 import torch
 
 from server.attention_masks import additive_mask, num_kept
+from server.batch_cache import batch_cache
 from server.batch_layout import MAX_PADDING_FRACTION, max_forward_tokens, plan_groups
 from server.cascade_attention import PrefixSegments, cascade_reason, register
 from server.compiled_forward import (
@@ -38,6 +40,7 @@ from server.lora import Adapter
 from server.lora_rows import AdapterSet
 from server.model_support import layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
+from server.query_forward import QueryRow, compute_queries, plan_round
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
 from server.special_tokens import special_tokens_of
 
@@ -159,24 +162,35 @@ class ModelRunner:
 
     def _fetch_prefixes(self, requests: Seq[Request]) -> int:
         """Fill _prefix_cache with each request's query, from the query cache or computed (from
-        its longest cached head) and added there, in batch order, so that requests of a batch
-        with the same query or head compute it once. Returns the query tokens computed."""
+        its longest cached head) and added there, in rounds (query_forward.plan_round): so that
+        requests of a batch with the same query or head compute it once. Returns the query
+        tokens computed."""
         self._prefix_cache = {}
         num_computed = 0
-        for request in requests:
-            ids = request.prefix_ids
-            if not ids:
-                continue  # item_first, or no query: nothing shared
-            adapter = request.adapter or ""  # one adapter's query state is never another's
-            kv = self.query_cache.get(request.rid, ids, adapter)
-            if kv is None:
-                head_len, head = self.query_cache.longest_head(ids, adapter)
-                with self.adapters.rows([request.adapter]):
-                    kv = self._compute_prefix(ids, head_len, head)
-                self.query_cache.add(request.rid, ids, kv, adapter)
-                num_computed += len(ids) - head_len
-            self._prefix_cache[request.rid] = kv
+        waiting = [request for request in requests if request.prefix_ids]  # item_first: nothing shared
+        while waiting:
+            cached, now, waiting = plan_round(waiting, self.query_cache)
+            self._prefix_cache.update(cached)
+            for (request, row), kv in zip(now, self._compute_queries([row for _, row in now])):
+                self.query_cache.add(request.rid, row.ids, kv, row.adapter or "")
+                self._prefix_cache[request.rid] = kv
+                num_computed += len(row.ids) - row.head_len
         return num_computed
+
+    def _compute_queries(self, rows: Seq[QueryRow]) -> list[KV]:
+        """Queries as rows of the items forward where the cascade computes them all exactly,
+        else (or one alone) each in a forward of its own."""
+        longest = max((len(row.ids) for row in rows), default=0)
+        if len(rows) > 1 and self.use_cascade and cascade_reason(
+                self._decoder.config, self.device, self._layer_windows, longest) is None:
+            caches = compute_queries(self._items_forward.cascade, rows, self.adapters.rows, self.device,
+                                     self.max_padding_fraction, self.max_forward_tokens)
+            return [self._kept(kv, len(row.ids)) for row, kv in zip(rows, caches)]
+        caches = []
+        for row in rows:
+            with self.adapters.rows([row.adapter]):
+                caches.append(self._compute_prefix(row.ids, row.head_len, row.head))
+        return caches
 
     def _compute_prefix(self, prefix_ids: tuple[int, ...], head_len: int = 0,
                         head: KV | None = None) -> KV:
@@ -200,12 +214,15 @@ class ModelRunner:
             out = self._decoder(input_ids=input_ids, attention_mask=masks.get("", masks),
                                 position_ids=positions, cache=DynamicCache(ddp_cache_data=head),
                                 use_cache=True)
+        return self._kept(tuple((layer.keys, layer.values) for layer in out.cache.layers), len(prefix_ids))
+
+    def _kept(self, kv: KV, num_tokens: int) -> KV:
+        """A query's keys and values as the cache keeps them: each sliding layer's last
+        num_kept, as a copy so that the full tensor is freed."""
         kept = []
-        for layer, window in zip(out.cache.layers, self._layer_windows):
-            start = layer.keys.shape[2] - num_kept(len(prefix_ids), window)
-            keys, values = layer.keys, layer.values
-            kept.append((keys[:, :, start:].clone(), values[:, :, start:].clone()) if start
-                        else (keys, values))
+        for (keys, values), window in zip(kv, self._layer_windows):
+            start = keys.shape[2] - num_kept(num_tokens, window)
+            kept.append((keys[:, :, start:].clone(), values[:, :, start:].clone()) if start else (keys, values))
         return tuple(kept)
 
     @property
@@ -249,8 +266,8 @@ class ModelRunner:
             else:
                 masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
                          for kind, window in self._windows.items()}
-                hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions,
-                                             self._batch_cache(sequences) if max(prefix_lens) else None)
+                layers = batch_cache(sequences, self._prefix_cache, self.device) if max(prefix_lens) else None
+                hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions, layers)
         last = torch.tensor(own_lens, device=self.device) - 1
         return hidden[torch.arange(batch, device=self.device), last]
 
@@ -264,34 +281,4 @@ class ModelRunner:
                 bounds.append((rows[0], rows[-1] + 1))
                 prefixes.append(self._prefix_cache[rid])
         return PrefixSegments(tuple(bounds), tuple(zip(*prefixes)) if prefixes else ((),) * len(self._layer_windows))
-
-    def _batch_cache(self, sequences: Seq[Sequence]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(keys, values) [batch, heads, slots, dim] per layer holding each row's kept prefix keys
-        and values: fresh tensors right-padded with zeros that the masks hide (slots: the most
-        kept), or, when every row shares one query, that query's tensors expanded."""
-        rows_by_request: dict[int, list[int]] = {}
-        for row, seq in enumerate(sequences):
-            if seq.request.prefix_ids:
-                rows_by_request.setdefault(seq.request.rid, []).append(row)
-        # One row index per request, copied to the device once, not once per layer.
-        if len(rows_by_request) == 1 and len(next(iter(rows_by_request.values()))) == len(sequences):
-            # Every row shares one query: an expanded view, no copy here (the cache's own
-            # concatenation with the items' keys is the one copy the forward needs).
-            (rid,) = rows_by_request
-            return [(keys.expand(len(sequences), -1, -1, -1), values.expand(len(sequences), -1, -1, -1))
-                    for keys, values in self._prefix_cache[rid]]
-        filled = [(torch.tensor(rows, device=self.device), self._prefix_cache[rid])
-                  for rid, rows in rows_by_request.items()]
-        layers = []
-        for layer, (some_keys, _) in enumerate(filled[0][1]):
-            heads, dim = some_keys.shape[1], some_keys.shape[3]
-            num_slots = max(prefix[layer][0].shape[2] for _, prefix in filled)
-            keys = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
-            values = some_keys.new_zeros(len(sequences), heads, num_slots, dim)
-            for index, prefix in filled:
-                prefix_keys, prefix_values = prefix[layer]
-                keys[index, :, :prefix_keys.shape[2]] = prefix_keys  # broadcast over the rows
-                values[index, :, :prefix_values.shape[2]] = prefix_values
-            layers.append((keys, values))
-        return layers  # a cache of full layers (compiled_forward): the masks do the windowing
 
