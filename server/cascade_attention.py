@@ -44,11 +44,16 @@ SINK_FAMILIES = {"gpt_oss"}  # attention sinks: an extra logit per head, not SDP
 
 @dataclass(frozen=True)
 class PrefixSegments:
-    """Which rows attend to which prefix: rows[start:end] share `layers[layer][segment]`, the
-    (keys, values) [1, kv heads, n, dim] of their request. Rows in no segment have no prefix."""
+    """Which rows attend to which prefix: rows[start:end] share segment s's prefix, the (keys,
+    values) [1, kv heads, n, dim] of their request's query: `layers[layer][s]`, kept from an
+    earlier forward, or, where `query_rows[s]` is (row, n), the first n own keys and values of
+    that row of this same forward (the query computed with its items: a layer's keys of the query
+    row are complete before its attention, and the query row sees only itself). Rows in no
+    segment have no prefix."""
 
     bounds: tuple[tuple[int, int], ...]
-    layers: tuple[tuple[tuple[torch.Tensor, torch.Tensor], ...], ...]  # [layer][segment]
+    layers: tuple[tuple[tuple[torch.Tensor, torch.Tensor] | None, ...], ...]  # [layer][segment]
+    query_rows: tuple[tuple[int, int] | None, ...] = ()  # [segment]; () where none is
 
 
 def cascade_reason(config, device: torch.device, windows: Seq[int | None], max_tokens: int) -> str | None:
@@ -104,23 +109,38 @@ def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lay
     segments = getattr(_forward, "segments", None)
     if segments is None:
         raise ValueError("the cascade attention runs only inside prefix_segments(): the runner's items forward")
-    recorded = getattr(_forward, "recorded", None)
-    if recorded is not None:
-        recorded[layer] = (key.clone(), value.clone())
+    recording = getattr(_forward, "recording", None)
+    if recording is not None:
+        kept, rows = recording
+        kept[layer] = tuple((_copy(key[row:row + 1, :, :n]), _copy(value[row:row + 1, :, :n])) for row, n in rows)
     prefixes = segments.layers[layer] if segments.bounds else ()
-    return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale)
+    query_after: tuple[bool, ...] = ()
+    if segments.query_rows:
+        prefixes = tuple(kept_prefix if source is None else
+                         (key[source[0]:source[0] + 1, :, :source[1]], value[source[0]:source[0] + 1, :, :source[1]])
+                         for kept_prefix, source in zip(prefixes, segments.query_rows))
+        query_after = tuple(source is not None and source[0] == end
+                            for (_, end), source in zip(segments.bounds, segments.query_rows))
+    return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale, query_after)
+
+
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A fresh contiguous tensor: a compiled graph reuses its buffers, and a kept view would hold
+    the whole batch's."""
+    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 @contextlib.contextmanager
-def own_keys_recorded() -> Iterator[dict[int, tuple[torch.Tensor, torch.Tensor]]]:
-    """Every cascade layer of the forwards run in this block on this thread records its rows' own
-    (keys, values) [rows, kv heads, L, dim] (copies: a compiled graph reuses its buffers) in the
-    yielded dict by layer: a query forward's cache, as the prefix of the items that follow."""
-    _forward.recorded = recorded = {}
+def own_keys_recorded(rows: Seq[tuple[int, int]]) -> Iterator[dict[int, tuple[tuple[torch.Tensor, torch.Tensor], ...]]]:
+    """Every cascade layer of the forward run in this block on this thread keeps, for each
+    (row, n) of `rows`, that row's first n own (keys, values) [1, kv heads, n, dim] (copies), in
+    the yielded dict by layer: those rows' queries' caches, for the items of later forwards."""
+    kept: dict[int, tuple[tuple[torch.Tensor, torch.Tensor], ...]] = {}
+    _forward.recording = (kept, tuple(rows))
     try:
-        yield recorded
+        yield kept
     finally:
-        _forward.recorded = None
+        _forward.recording = None
 
 
 @_cascade_op.register_fake
@@ -129,19 +149,28 @@ def _(query, key, value, layer, scale):
     return query.new_empty(rows, length, heads, dim)
 
 
-def _attend_with_prefix(query, key, value, bounds, prefixes, scale) -> torch.Tensor:
-    """[rows, L, heads, dim]: each row's queries over its own keys (causal) and its segment's prefix."""
+def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after=()) -> torch.Tensor:
+    """[rows, L, heads, dim]: each row's queries over its own keys (causal) and its segment's prefix.
+    query_after[segment]: the row right after the segment's is the query row its prefix comes
+    from; a joined segment takes it into its call (masked off the prefix: it sees only itself)."""
     rows, heads, length, dim = query.shape
     joined = [joins_prefix(keys.shape[2], length, query.device) for keys, _ in prefixes]
-    if bounds == ((0, rows),) and joined[0]:  # one request's rows: no copy into a shared output
-        return _attend_joined(query, key, value, *prefixes[0], scale).transpose(1, 2).contiguous()
-    if sum(end - start for (start, end), join in zip(bounds, joined) if join) == rows:
-        out = query.new_empty(rows, length, heads, dim).transpose(1, 2)  # as the kernel lays it out
-    else:
+    with_query = [join and bool(query_after) and query_after[index] for index, join in enumerate(joined)]
+    bounds = [(start, end + 1) if takes else (start, end) for (start, end), takes in zip(bounds, with_query)]
+    if bounds == [(0, rows)] and joined[0]:  # one request's rows: no copy into a shared output
+        return _attend_joined(query, key, value, *prefixes[0], scale, with_query[0]).transpose(1, 2).contiguous()
+    own_runs = runs_outside(rows, [segment for segment, join in zip(bounds, joined) if join])
+    if own_runs == [(0, rows)]:
         out, lse = _attend(query, key, value, True, scale)
-    for (start, end), (keys, values), join in zip(bounds, prefixes, joined):
+    else:
+        out = query.new_empty(rows, length, heads, dim).transpose(1, 2)  # as the kernel lays it out
+        lse = query.new_empty(rows, heads, length, dtype=torch.float32)
+        for start, end in own_runs:  # the rows that need their own keys alone, causal
+            out[start:end], lse[start:end] = _attend(query[start:end], key[start:end], value[start:end], True, scale)
+    for (start, end), (keys, values), join, takes in zip(bounds, prefixes, joined, with_query):
         if join:
-            out[start:end] = _attend_joined(query[start:end], key[start:end], value[start:end], keys, values, scale)
+            out[start:end] = _attend_joined(query[start:end], key[start:end], value[start:end], keys, values,
+                                            scale, takes)
             continue
         prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scale)
         out[start:end] = merge(_unflatten(prefix_out, end - start),
@@ -150,18 +179,32 @@ def _attend_with_prefix(query, key, value, bounds, prefixes, scale) -> torch.Ten
     return out.transpose(1, 2).contiguous()
 
 
+def runs_outside(rows: int, segments: Seq[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The maximal runs [start, end) of rows 0..rows-1 that no segment covers."""
+    runs, start = [], 0
+    for segment_start, segment_end in sorted(segments):
+        if segment_start > start:
+            runs.append((start, segment_start))
+        start = max(start, segment_end)
+    return runs + [(start, rows)] if start < rows else runs
+
+
 def joins_prefix(prefix_length: int, own_length: int, device: torch.device) -> bool:
     """True where one call over the prefix and the own keys beats the two-part cascade: on CPU,
     for a prefix shorter than the rows' own run (module docstring; equal lengths measure alike)."""
     return device.type == "cpu" and prefix_length < own_length
 
 
-def _attend_joined(query, key, value, prefix_keys, prefix_values, scale) -> torch.Tensor:
-    """[rows, heads, L, dim]: the rows' queries over their prefix then their own keys, in one call."""
+def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is_query=False) -> torch.Tensor:
+    """[rows, heads, L, dim]: the rows' queries over their prefix then their own keys, in one call;
+    where `last_is_query`, the last row (the prefix's own query row) over its own keys only."""
     rows = query.shape[0]
     keys = torch.cat([prefix_keys.expand(rows, -1, -1, -1), key], 2)
     values = torch.cat([prefix_values.expand(rows, -1, -1, -1), value], 2)
-    mask = _prefix_then_causal(query.shape[2], prefix_keys.shape[2], query.dtype)
+    if last_is_query:
+        mask = _items_then_their_query(rows, query.shape[2], prefix_keys.shape[2], query.dtype)
+    else:
+        mask = _prefix_then_causal(query.shape[2], prefix_keys.shape[2], query.dtype)
     return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
         query, keys, values, 0.0, False, attn_mask=mask, scale=scale)[0]
 
@@ -173,6 +216,16 @@ def _prefix_then_causal(own: int, prefix: int, dtype: torch.dtype) -> torch.Tens
     position = torch.arange(own)
     sees = torch.cat([torch.ones(own, prefix, dtype=torch.bool), position[None, :] <= position[:, None]], 1)
     return torch.zeros(sees.shape, dtype=dtype).masked_fill_(~sees, float("-inf"))
+
+
+@functools.lru_cache(maxsize=64)
+def _items_then_their_query(rows: int, own: int, prefix: int, dtype: torch.dtype) -> torch.Tensor:
+    """[rows, 1, own, prefix + own]: the first rows - 1 as _prefix_then_causal; the last, the query
+    row the prefix is the first keys of, sees none of the prefix: only its own keys, causally."""
+    items = _prefix_then_causal(own, prefix, dtype)
+    query_row = items.clone()
+    query_row[:, :prefix] = float("-inf")
+    return torch.cat([items.expand(rows - 1, -1, -1), query_row[None]]).unsqueeze(1)
 
 
 def merge(out_a, lse_a, out_b, lse_b) -> torch.Tensor:

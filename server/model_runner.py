@@ -2,9 +2,9 @@
 
 A batch holds sequences of one or more requests. Each request's shared prefix (its query) comes
 from the query cache (query_cache.py: kept across requests, keyed by its exact ids) or is computed,
-continuing from its longest cached head where there is one (the batch's new queries as rows of one
-items forward where the cascade takes them: query_forward.py), and added
-there (all keys on full-attention layers, the last window - 1 on sliding ones: all an item can
+continuing from its longest cached head where there is one (where the cascade takes them, a new
+query as one more row of its items' own forward, or the batch's new queries as rows of one forward:
+query_forward.py), and added there (all keys on full-attention layers, the last window - 1 on sliding ones: all an item can
 still see); every item of that request then attends to them. The batch's items go
 through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
 prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
@@ -18,7 +18,6 @@ here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Iterable, Sequence as Seq
 
 import torch
@@ -26,7 +25,7 @@ import torch
 from server.attention_masks import additive_mask, num_kept
 from server.batch_cache import batch_cache
 from server.batch_layout import MAX_PADDING_FRACTION, max_forward_tokens, plan_groups
-from server.cascade_attention import PrefixSegments, cascade_reason, register
+from server.cascade_attention import cascade_reason, own_keys_recorded, register
 from server.compiled_forward import (
     CASCADE,
     FREEZE_WEIGHTS,
@@ -35,12 +34,13 @@ from server.compiled_forward import (
     WARM_UP_SHAPES,
     ItemsForward,
 )
+from server.forward_rows import forward_rows, prefix_segments
 from server.heads import head_of
 from server.lora import Adapter
 from server.lora_rows import AdapterSet
 from server.model_support import layer_mask_keys, layer_windows, unsupported_reason
 from server.query_cache import KV, QueryCache
-from server.query_forward import QueryRow, compute_queries, plan_round
+from server.query_forward import QueryRow, compute_queries, plan_round, riding_queries
 from server.sequence import Request, RunResult, ScoringOptions, Sequence, requests_of
 from server.special_tokens import special_tokens_of
 
@@ -146,19 +146,33 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, sequences: Seq[Sequence]) -> RunResult:
-        num_computed = self._fetch_prefixes(requests_of(sequences))
-        num_prefix_tokens = sum(len(seq.request.prefix_ids) for seq in sequences)
+        requests = requests_of(sequences)
         groups = plan_groups([len(seq.own_ids) for seq in sequences],
                              [len(seq.request.prefix_ids) for seq in sequences],
                              self.max_padding_fraction, self.max_forward_tokens)
+        riding = self._riding_queries(requests, sequences, groups)  # rid -> the group computing it
+        num_computed = self._fetch_prefixes([request for request in requests if request.rid not in riding])
+        riders = [request for request in requests if request.rid in riding]
+        num_computed += sum(len(request.prefix_ids) for request in riders)
         scores: list[list[float]] = [[] for _ in sequences]
-        for group in groups:
+        for index, group in enumerate(groups):
             rows = [sequences[row] for row in group.rows]
-            for row, row_scores in zip(group.rows, self.head.scores(self._last_token_states(rows), rows)):
+            queries = [request for request in riders if riding[request.rid] == index]
+            for row, row_scores in zip(group.rows, self.head.scores(self._last_token_states(rows, queries), rows)):
                 scores[row] = row_scores
-        return RunResult(scores, num_prefix_tokens - num_computed,
-                         num_computed + sum(group.num_computed_tokens for group in groups),
-                         sum(group.num_padding_tokens for group in groups))
+        query_padding = sum(groups[riding[r.rid]].max_own_tokens - len(r.prefix_ids) for r in riders)
+        return RunResult(scores, sum(len(seq.request.prefix_ids) for seq in sequences) - num_computed,
+                         num_computed + sum(group.num_computed_tokens for group in groups) + query_padding,
+                         sum(group.num_padding_tokens for group in groups) + query_padding)
+
+    def _riding_queries(self, requests: Seq[Request], sequences: Seq[Sequence], groups) -> dict[int, int]:
+        """The queries computed as rows of their items' forward (query_forward.riding_queries),
+        where the shared-prefix attention takes the whole batch and no adapter's hooks are in it."""
+        longest = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
+        if self.adapters or not self.use_cascade or cascade_reason(
+                self._decoder.config, self.device, self._layer_windows, longest) is not None:
+            return {}
+        return riding_queries(requests, groups, [seq.request.rid for seq in sequences], self.query_cache)
 
     def _fetch_prefixes(self, requests: Seq[Request]) -> int:
         """Fill _prefix_cache with each request's query, from the query cache or computed (from
@@ -232,9 +246,10 @@ class ModelRunner:
         return self.use_cascade and cascade_reason(
             self._decoder.config, self.device, self._layer_windows, self.max_context_tokens) is None
 
-    def _last_token_states(self, sequences: Seq[Sequence]) -> torch.Tensor:
+    def _last_token_states(self, sequences: Seq[Sequence], queries: Seq[Request] = ()) -> torch.Tensor:
         """The last hidden state [batch, hidden] at each sequence's last token, in one forward pass:
-        the shared-prefix attention where it is exact (cascade_reason), else the masked layout."""
+        the shared-prefix attention where it is exact (cascade_reason), else the masked layout.
+        `queries`: requests whose query that forward computes too, as rows after the items'."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
         cascade = self.use_cascade and cascade_reason(
             self._decoder.config, self.device, self._layer_windows, max_tokens) is None
@@ -244,41 +259,35 @@ class ModelRunner:
         # of an adapter (its update then one slice of the rows: lora_rows.py).
         order = sorted(range(len(sequences)),
                        key=lambda row: (sequences[row].request.adapter or "", sequences[row].request.rid))
-        hidden = self._last_hidden([sequences[row] for row in order], cascade=cascade)
+        hidden = self._last_hidden([sequences[row] for row in order], cascade=cascade, queries=queries)
         return hidden[torch.tensor(order, device=self.device).argsort()]
 
-    def _last_hidden(self, sequences: Seq[Sequence], cascade: bool) -> torch.Tensor:
-        """The decoder's last hidden state [batch, hidden] at each sequence's last token."""
-        batch = len(sequences)
+    def _last_hidden(self, sequences: Seq[Sequence], cascade: bool, queries: Seq[Request] = ()) -> torch.Tensor:
+        """The decoder's last hidden state [batch, hidden] at each sequence's last token; each of
+        `queries` (cascade only, none longer than the longest item) a row after its request's
+        (forward_rows.py), its keys and values their prefix, then kept (_keep_queries)."""
         prefix_lens = [len(seq.request.prefix_ids) for seq in sequences]
         own_lens = [len(seq.own_ids) for seq in sequences]
-        max_own = max(own_lens)
-
-        input_ids = torch.zeros(batch, max_own, dtype=torch.long)
-        positions = torch.zeros(batch, max_own, dtype=torch.long)
-        for row, seq in enumerate(sequences):
-            input_ids[row, :own_lens[row]] = torch.tensor(seq.own_ids)
-            positions[row] = prefix_lens[row] + torch.arange(max_own)
-        input_ids, positions = input_ids.to(self.device), positions.to(self.device)
+        rows = forward_rows(sequences, queries)
+        input_ids, positions = rows.input_ids.to(self.device), rows.positions.to(self.device)
         with self.adapters.rows([seq.request.adapter for seq in sequences]):  # each row its adapter's
             if cascade:
-                hidden = self._items_forward.cascade(input_ids, positions, self._prefix_segments(sequences))
+                segments = prefix_segments(sequences, rows, self._prefix_cache, len(self._layer_windows))
+                with own_keys_recorded(list(rows.query_rows.values())) as kept:
+                    hidden = self._items_forward.cascade(input_ids, positions, segments)
+                self._keep_queries(queries, kept)
             else:
-                masks = {kind: additive_mask(prefix_lens, own_lens, max_own, window, self.dtype, self.device)
+                masks = {kind: additive_mask(prefix_lens, own_lens, max(own_lens), window, self.dtype, self.device)
                          for kind, window in self._windows.items()}
                 layers = batch_cache(sequences, self._prefix_cache, self.device) if max(prefix_lens) else None
                 hidden = self._items_forward(input_ids, masks[""] if "" in masks else masks, positions, layers)
         last = torch.tensor(own_lens, device=self.device) - 1
-        return hidden[torch.arange(batch, device=self.device), last]
+        return hidden[torch.tensor(rows.item_rows, device=self.device), last]
 
-    def _prefix_segments(self, sequences: Seq[Sequence]) -> PrefixSegments:
-        """Each run of rows of one request with a prefix, and that prefix's cached keys and
-        values per layer (rows of a request must be side by side)."""
-        bounds, prefixes = [], []
-        for rid, rows in itertools.groupby(range(len(sequences)), lambda row: sequences[row].request.rid):
-            rows = list(rows)
-            if sequences[rows[0]].request.prefix_ids:
-                bounds.append((rows[0], rows[-1] + 1))
-                prefixes.append(self._prefix_cache[rid])
-        return PrefixSegments(tuple(bounds), tuple(zip(*prefixes)) if prefixes else ((),) * len(self._layer_windows))
+    def _keep_queries(self, queries: Seq[Request], kept) -> None:
+        """The queries a forward computed as rows: into the query cache and this batch's."""
+        for index, request in enumerate(queries):
+            kv = self._kept(tuple(kept[layer][index] for layer in sorted(kept)), len(request.prefix_ids))
+            self.query_cache.add(request.rid, request.prefix_ids, kv, request.adapter or "")
+            self._prefix_cache[request.rid] = kv
 

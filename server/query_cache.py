@@ -87,6 +87,10 @@ class QueryCache:
     def num_held_tokens(self) -> int:
         return sum(entry.num_tokens for entry in self._entries.values() if entry.holders)
 
+    def has(self, ids: tuple[int, ...], adapter: str = "") -> bool:
+        """Whether the query through `adapter` is cached (a look only: nothing held or used)."""
+        return (adapter, ids) in self._entries
+
     def get(self, rid: int, ids: tuple[int, ...], adapter: str = "") -> KV | None:
         """The query's tensors through `adapter` if cached (now held by request `rid`, and most
         recently used)."""

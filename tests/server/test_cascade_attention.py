@@ -17,6 +17,7 @@ from server.cascade_attention import (
     joins_prefix,
     merge,
     prefix_segments,
+    runs_outside,
 )
 from server.compiled_forward import ItemsForward
 from server.model_runner import ModelRunner
@@ -97,6 +98,37 @@ def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype,
                              prefix and (prefix[0].cpu(), prefix[1].cpu()), 0.3)
         torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float().cpu(), expected,
                                    atol=tolerance, rtol=tolerance)
+
+
+# A query computed in its items' forward: rows[start:end] take the first n keys of row `query_row`
+# as their prefix, and that row sees only its own keys (the runner puts it right after its items).
+QUERY_ROW_LAYOUTS = {
+    "right-after-its-items-joined": ((0, 3), 3, 5),
+    "right-after-its-items-merged": ((0, 3), 3, 7),   # as long as the rows: the two-call cascade
+    "apart-from-its-items": ((0, 2), 3, 5),           # row 2 between them has no prefix
+}
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)],
+                         ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("segment, query_row, length", QUERY_ROW_LAYOUTS.values(), ids=QUERY_ROW_LAYOUTS.keys())
+def test_a_query_row_of_the_forward_is_its_items_prefix_and_sees_only_itself(segment, query_row, length,
+                                                                            dtype, tolerance):
+    query, keys, values, _ = random_case(dtype)
+    segments = PrefixSegments((segment,), ((None,),), ((query_row, length),))
+    with prefix_segments(segments):
+        out, _ = cascade_attention(Layer(), query, keys, values, None, scaling=0.3)
+    prefix = (keys[query_row:query_row + 1, :, :length], values[query_row:query_row + 1, :, :length])
+    for row in range(ROWS):
+        sees = prefix if segment[0] <= row < segment[1] else None
+        expected = reference(query[row:row + 1], keys[row:row + 1], values[row:row + 1], sees, 0.3)
+        torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float(), expected, atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize("rows, segments, expected", [
+    (5, [], [(0, 5)]), (5, [(0, 5)], []), (5, [(1, 2), (3, 4)], [(0, 1), (2, 3), (4, 5)]), (4, [(0, 3)], [(3, 4)])])
+def test_the_rows_no_segment_covers_run_together(rows, segments, expected):
+    assert runs_outside(rows, segments) == expected
 
 
 @pytest.mark.parametrize("prefix, own, device, joined", [

@@ -113,5 +113,6 @@ def test_mixed_lengths_across_requests_match_an_independent_forward(tiny_model_d
     own = [len(seq.own_ids) for seq in sequences]
     num_prefixes = sum(len(r.prefix_ids) for r in requests)
     assert result.num_computed_tokens - result.num_padding_tokens == num_prefixes + sum(own)
-    if max_padding_fraction == 1.0:  # one forward padded to the longest item
-        assert result.num_padding_tokens == len(own) * max(own) - sum(own)
+    if max_padding_fraction == 1.0:  # one forward padded to the longest item, each query a row of it
+        queries = [r for r in requests if r.prefix_ids]
+        assert result.num_padding_tokens == (len(own) + len(queries)) * max(own) - sum(own) - num_prefixes

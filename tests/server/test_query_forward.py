@@ -8,9 +8,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from server.batch_layout import Group
+from server.forward_rows import forward_rows, prefix_segments
 from server.model_runner import ModelRunner
 from server.query_cache import QueryCache
-from server.query_forward import QueryRow, plan_round, waits_for_head
+from server.query_forward import QueryRow, plan_round, riding_queries, waits_for_head
 from server.sequence import Request, ScoringOptions
 from tests.server.test_model_zoo import tiny_model
 
@@ -91,3 +93,48 @@ def test_a_batch_of_new_queries_scores_as_each_request_alone(runner):
         got = result.scores[3 * index:3 * index + 3]
         for row, expected_row in zip(got, expected.scores, strict=True):
             assert row == pytest.approx(expected_row, abs=1e-6)
+
+
+def test_a_query_rides_in_its_items_first_forward_when_nothing_of_it_is_cached_and_it_widens_nothing():
+    cache = QueryCache(1000)
+    known = request((7, 8, 9))
+    cache.add(known.rid, known.prefix_ids, ((torch.zeros(1, 1, 3, 2),) * 2,))
+    long_items = Request.create((1, 2, 3), [(50, 51, 52, 53)], LABELS)
+    short_items = Request.create((1, 2, 3, 4, 5, 6), [(50, 51)], LABELS)     # its query is the longer
+    twice = [Request.create((30, 31), [(50, 51, 52)], LABELS) for _ in range(2)]  # one computes it for both
+    cached, headed = request((7, 8, 9)), request((7, 8, 9, 10))  # 3 of its 4 tokens cached: not worth it
+    bos_only = Request.create((7, 90, 91, 92), [(50, 51, 52, 53)], LABELS)  # 1 of 4 cached: rides
+    requests = [long_items, short_items, *twice, cached, headed, bos_only]
+    rids = [seq.request.rid for req in requests for seq in req.sequences]
+    groups = [Group(tuple(range(len(rids))), 4, 10)]
+    assert riding_queries(requests, groups, rids, cache) == {long_items.rid: 0, bos_only.rid: 0}
+    # A request whose items span two groups: its query rides in the first.
+    split = Request.create((1, 2), [(50, 51), (60, 61, 62)], LABELS)
+    groups = [Group((1,), 3, 3), Group((0,), 2, 2)]
+    assert riding_queries([split], groups, [split.rid] * 2, QueryCache(0)) == {split.rid: 0}
+
+
+def test_the_forward_puts_a_riding_query_right_after_its_items_at_positions_from_zero():
+    first = Request.create((1, 2), [(50, 51, 52), (60,)], LABELS)
+    second = Request.create((3, 4, 5), [(70, 71)], LABELS)
+    sequences = [*first.sequences, *second.sequences]
+    rows = forward_rows(sequences, [first])
+    assert rows.item_rows == [0, 1, 3] and rows.query_rows == {first.rid: (2, 2)}
+    assert rows.input_ids.tolist() == [[50, 51, 52], [60, 0, 0], [1, 2, 0], [70, 71, 0]]
+    assert rows.positions.tolist() == [[2, 3, 4], [2, 3, 4], [0, 1, 2], [3, 4, 5]]
+    segments = prefix_segments(sequences, rows, {second.rid: (("k", "v"),)}, num_layers=1)
+    assert segments.bounds == ((0, 2), (3, 4)) and segments.query_rows == ((2, 2), None)
+    assert segments.layers == ((None, ("k", "v")),)
+
+
+def test_a_query_computed_with_its_items_is_kept_and_counted(runner):
+    req = Request.create((200, 80, 81, 82), [(50, 51, 52, 53, 54), (55, 56, 57, 58, 59)], LABELS)
+    result = runner.run(req.sequences)
+    assert runner.query_cache.has(req.prefix_ids)
+    riding = runner.model.config.model_type != "qwen3"  # its window cuts: the query is computed apart
+    assert result.num_padding_tokens == (1 if riding else 0)  # the query row's one
+    assert result.num_computed_tokens - result.num_padding_tokens == 4 + 10
+    runner.keep_only(())
+    fresh = ModelRunner(runner.model, runner.tokenizer).run(req.sequences)
+    for row, expected_row in zip(result.scores, fresh.scores, strict=True):
+        assert row == pytest.approx(expected_row, abs=1e-6)
