@@ -4,9 +4,9 @@ A batch holds sequences of one or more requests. Each request's shared prefix (i
 from the query cache (query_cache.py: kept across requests, keyed by its exact ids) or is computed,
 continuing from its longest cached head where there is one (where the cascade takes them, a new
 query as one more row of its items' own forward, or the batch's new queries as rows of one forward:
-query_forward.py), and added there (all keys on full-attention layers, the last window - 1 on sliding ones: all an item can
-still see); every item of that request then attends to them. The batch's items go
-through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
+query_forward.py), and added there (all keys on full-attention layers, the last window - 1 on
+sliding ones: all an item can still see); every item of that request then attends to them. The
+batch's items go through as few forwards as keep padding small (batch_layout.py groups them by length); in each,
 prefixes right-padded in a fresh cache, own tokens right-padded after them, positions given
 explicitly, and one mask per layer type (full or sliding) built from true positions
 (attention_masks.py). Only each item's last hidden state goes on, to the head (heads.py): lm_head
