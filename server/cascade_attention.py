@@ -113,14 +113,11 @@ def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lay
     if recording is not None:
         kept, rows = recording
         kept[layer] = tuple((_copy(key[row:row + 1, :, :n]), _copy(value[row:row + 1, :, :n])) for row, n in rows)
-    prefixes = segments.layers[layer] if segments.bounds else ()
-    query_after: tuple[bool, ...] = ()
-    if segments.query_rows:
-        prefixes = tuple(kept_prefix if source is None else
-                         (key[source[0]:source[0] + 1, :, :source[1]], value[source[0]:source[0] + 1, :, :source[1]])
-                         for kept_prefix, source in zip(prefixes, segments.query_rows))
-        query_after = tuple(source is not None and source[0] == end
-                            for (_, end), source in zip(segments.bounds, segments.query_rows))
+    sources = segments.query_rows or (None,) * len(segments.bounds)
+    prefixes = tuple(kept_prefix if source is None else
+                     (key[source[0]:source[0] + 1, :, :source[1]], value[source[0]:source[0] + 1, :, :source[1]])
+                     for kept_prefix, source in zip(segments.layers[layer] if segments.bounds else (), sources))
+    query_after = [source is not None and source[0] == end for (_, end), source in zip(segments.bounds, sources)]
     return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale, query_after)
 
 
@@ -149,13 +146,13 @@ def _(query, key, value, layer, scale):
     return query.new_empty(rows, length, heads, dim)
 
 
-def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after=()) -> torch.Tensor:
+def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after) -> torch.Tensor:
     """[rows, L, heads, dim]: each row's queries over its own keys (causal) and its segment's prefix.
     query_after[segment]: the row right after the segment's is the query row its prefix comes
     from; a joined segment takes it into its call (masked off the prefix: it sees only itself)."""
     rows, heads, length, dim = query.shape
     joined = [joins_prefix(keys.shape[2], length, query.device) for keys, _ in prefixes]
-    with_query = [join and bool(query_after) and query_after[index] for index, join in enumerate(joined)]
+    with_query = [join and after for join, after in zip(joined, query_after)]
     bounds = [(start, end + 1) if takes else (start, end) for (start, end), takes in zip(bounds, with_query)]
     if bounds == [(0, rows)] and joined[0]:  # one request's rows: no copy into a shared output
         return _attend_joined(query, key, value, *prefixes[0], scale, with_query[0]).transpose(1, 2).contiguous()

@@ -169,8 +169,7 @@ class ModelRunner:
         """The queries computed as rows of their items' forward (query_forward.riding_queries),
         where the shared-prefix attention takes the whole batch and no adapter's hooks are in it."""
         longest = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        if self.adapters or not self.use_cascade or cascade_reason(
-                self._decoder.config, self.device, self._layer_windows, longest) is not None:
+        if self.adapters or not self._takes_cascade(longest):
             return {}
         return riding_queries(requests, groups, [seq.request.rid for seq in sequences], self.query_cache)
 
@@ -194,9 +193,7 @@ class ModelRunner:
     def _compute_queries(self, rows: Seq[QueryRow]) -> list[KV]:
         """Queries as rows of the items forward where the cascade computes them all exactly,
         else (or one alone) each in a forward of its own."""
-        longest = max((len(row.ids) for row in rows), default=0)
-        if len(rows) > 1 and self.use_cascade and cascade_reason(
-                self._decoder.config, self.device, self._layer_windows, longest) is None:
+        if len(rows) > 1 and self._takes_cascade(max(len(row.ids) for row in rows)):
             caches = compute_queries(self._items_forward.cascade, rows, self.adapters.rows, self.device,
                                      self.max_padding_fraction, self.max_forward_tokens)
             return [self._kept(kv, len(row.ids)) for row, kv in zip(rows, caches)]
@@ -243,16 +240,20 @@ class ModelRunner:
     def shares_query_in_forward(self) -> bool:
         """Every forward takes the shared-prefix attention, whatever its sequences' lengths: a
         request's query is held once in it (the scheduler's prefill budget then counts it once)."""
+        return self._takes_cascade(self.max_context_tokens)
+
+    def _takes_cascade(self, max_tokens: int) -> bool:
+        """Whether a forward of sequences of at most `max_tokens` (prefix included) takes the
+        shared-prefix attention: exact there (cascade_reason), and not switched off."""
         return self.use_cascade and cascade_reason(
-            self._decoder.config, self.device, self._layer_windows, self.max_context_tokens) is None
+            self._decoder.config, self.device, self._layer_windows, max_tokens) is None
 
     def _last_token_states(self, sequences: Seq[Sequence], queries: Seq[Request] = ()) -> torch.Tensor:
         """The last hidden state [batch, hidden] at each sequence's last token, in one forward pass:
         the shared-prefix attention where it is exact (cascade_reason), else the masked layout.
         `queries`: requests whose query that forward computes too, as rows after the items'."""
         max_tokens = max(len(seq.request.prefix_ids) + len(seq.own_ids) for seq in sequences)
-        cascade = self.use_cascade and cascade_reason(
-            self._decoder.config, self.device, self._layer_windows, max_tokens) is None
+        cascade = self._takes_cascade(max_tokens)
         if not (cascade or self.adapters):
             return self._last_hidden(sequences, cascade=False)
         # The rows of a request side by side (each request's prefix is then one run of rows), and
