@@ -33,20 +33,24 @@ def forward_rows(sequences: Seq[Sequence], queries: Seq[Request]) -> ForwardRows
         layout.extend(run)
         if rid in riding:
             layout.append(riding[rid])
-    longest = max(len(row.own_ids) if isinstance(row, Sequence) else len(row.prefix_ids) for row in layout)
-    input_ids = torch.zeros(len(layout), longest, dtype=torch.long)
-    positions = torch.zeros(len(layout), longest, dtype=torch.long)
-    item_rows, query_rows = [], {}
-    for index, row in enumerate(layout):
-        if isinstance(row, Sequence):
-            ids, start = row.own_ids, len(row.request.prefix_ids)
-            item_rows.append(index)
-        else:
-            ids, start = row.prefix_ids, 0
-            query_rows[row.rid] = (index, len(ids))
+    item_rows = [index for index, row in enumerate(layout) if isinstance(row, Sequence)]
+    query_rows = {row.rid: (index, len(row.prefix_ids)) for index, row in enumerate(layout)
+                  if isinstance(row, Request)}
+    input_ids, positions = padded_rows([(row.own_ids, len(row.request.prefix_ids)) if isinstance(row, Sequence)
+                                        else (row.prefix_ids, 0) for row in layout])
+    return ForwardRows(input_ids, positions, item_rows, query_rows)
+
+
+def padded_rows(rows: Seq[tuple[Seq[int], int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, positions) [len(rows), longest] of (ids, first position) pairs: the ids
+    right-padded with 0, the positions counting on from the first through the padding."""
+    longest = max(len(ids) for ids, _ in rows)
+    input_ids = torch.zeros(len(rows), longest, dtype=torch.long)
+    positions = torch.zeros(len(rows), longest, dtype=torch.long)
+    for index, (ids, start) in enumerate(rows):
         input_ids[index, :len(ids)] = torch.tensor(ids, dtype=torch.long)
         positions[index] = start + torch.arange(longest)
-    return ForwardRows(input_ids, positions, item_rows, query_rows)
+    return input_ids, positions
 
 
 def prefix_segments(sequences: Seq[Sequence], rows: ForwardRows, prefix_cache: dict[int, KV],

@@ -10,6 +10,9 @@ One forward of four 120-token queries replaces four eager forwards of one row ea
 77 ms a query eager, a fifth of a request's time). Only where the cascade computes the query
 exactly (no window cutting it: every key is kept), as for items.
 
+A query asked once in its batch, no longer than its items, goes further: it rides as one more row
+of its items' own forward (`riding_queries`; forward_rows.py), which takes its keys as their prefix.
+
 Which queries go in one forward: the distinct ones (a query asked twice in a batch is computed
 once, and the second request finds it in the query cache), and of queries that share a head, only
 the first, where waiting for it would spare another at least half its work (`waits_for_head`):
@@ -25,6 +28,7 @@ import torch
 
 from server.batch_layout import Group, plan_groups
 from server.cascade_attention import PrefixSegments, own_keys_recorded
+from server.forward_rows import padded_rows
 from server.query_cache import KV, QueryCache, common_prefix_len
 from server.sequence import Request
 
@@ -65,12 +69,7 @@ def compute_queries(forward: Callable[..., torch.Tensor], rows: Seq[QueryRow], a
 
 def _group_caches(forward, rows: Seq[QueryRow], adapter_rows, device: torch.device) -> list[KV]:
     own = [row.ids[row.head_len:] for row in rows]
-    longest = max(map(len, own))
-    input_ids = torch.zeros(len(rows), longest, dtype=torch.long)
-    positions = torch.zeros(len(rows), longest, dtype=torch.long)
-    for index, (row, ids) in enumerate(zip(rows, own)):
-        input_ids[index, :len(ids)] = torch.tensor(ids)
-        positions[index] = row.head_len + torch.arange(longest)
+    input_ids, positions = padded_rows([(ids, row.head_len) for row, ids in zip(rows, own)])
     with own_keys_recorded([(index, len(ids)) for index, ids in enumerate(own)]) as kept, \
             adapter_rows([row.adapter for row in rows]):
         forward(input_ids.to(device), positions.to(device), _heads_as_prefixes(rows))
