@@ -52,7 +52,7 @@ class PrefixSegments:
     segment have no prefix."""
 
     bounds: tuple[tuple[int, int], ...]
-    layers: tuple[tuple[tuple[torch.Tensor, torch.Tensor] | None, ...], ...]  # [layer][segment]
+    layers: tuple[tuple[tuple[torch.Tensor, torch.Tensor] | None, ...], ...]  # [layer][segment]; () with no segment
     query_rows: tuple[tuple[int, int] | None, ...] = ()  # [segment]; () where none is
 
 

@@ -64,5 +64,5 @@ def prefix_segments(sequences: Seq[Sequence], rows: ForwardRows, prefix_cache: d
             bounds.append((run[0][0], run[-1][0] + 1))
             sources.append(rows.query_rows.get(rid))
             prefixes.append((None,) * num_layers if rid in rows.query_rows else prefix_cache[rid])
-    return PrefixSegments(tuple(bounds), tuple(zip(*prefixes)) if prefixes else ((),) * num_layers,
+    return PrefixSegments(tuple(bounds), tuple(zip(*prefixes)),
                           tuple(sources) if rows.query_rows else ())
