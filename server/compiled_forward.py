@@ -10,7 +10,9 @@ the runner's traffic takes; a forward of the other layout runs eager.
 What compiling buys is fusion: a prefill's elementwise work (RMSNorm, rotary, SiLU * up, residual
 adds) costs, in a fast dtype, about what its matmuls do, and inductor fuses it into a few loops;
 with `freeze`, inductor's freezing also folds the weights into the graph as constants (prepacked for
-the CPU's matmul library). The graph is compiled once with symbolic sizes, so the batch shapes a
+the CPU's matmul library). Before compiling, the decoder is rewritten where a graph runs it faster
+(decoder_rewrites.py: the rotary tables computed once a forward, a gated MLP's gate and up as one
+matmul). The graph is compiled once with symbolic sizes, so the batch shapes a
 server sees need no bucket table: `compilable()` keeps to the shapes that one graph covers (each
 size at least 2, since torch specializes sizes 0 and 1), and everything else runs eager. After the
 warm-up a compile never happens again: calls run under torch's `fail_on_recompile` stance, and a
@@ -27,10 +29,13 @@ from collections.abc import Callable, Iterator
 import torch
 
 from server.cascade_attention import NAME as CASCADE_ATTENTION, PrefixSegments, prefix_segments
+from server.decoder_rewrites import fuse_gate_up, realize_rotary_tables
 
 log = logging.getLogger(__name__)
 
 CASCADE, MASKED = "cascade", "masked"  # the two layouts of an items forward
+# What compile() does to the decoder first (decoder_rewrites.py); part of the compile cache's key.
+DECODER_REWRITES = ("rotary tables realized", "gate and up fused")
 MIN_COMPILED_SIZE = 2  # torch specializes sizes 0 and 1: such shapes would need graphs of their own
 # Distinct sizes for the warm-up (rows, own tokens, prefix slots), none 0 or 1 and none equal.
 WARM_UP_SHAPES = ((3, 7, 5), (4, 11, 6))
@@ -119,6 +124,9 @@ class ItemsForward:
         self._compiled = torch.compile(_cascade_forward if layout == CASCADE else _forward, dynamic=True)
         first, *others = WARM_UP_SHAPES
         try:
+            rotary, fused = realize_rotary_tables(self._decoder), fuse_gate_up(self._decoder)
+            log.info("decoder rewritten for the compile: %d rotary modules' tables realized, %d MLPs' gate "
+                     "and up fused", rotary, fused)
             with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
                 for num_queries in WARM_UP_QUERIES:
                     warm_up(*first, num_queries)

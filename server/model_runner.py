@@ -28,6 +28,7 @@ from server.batch_layout import MAX_PADDING_FRACTION, max_forward_tokens, plan_g
 from server.cascade_attention import cascade_reason, own_keys_recorded, register
 from server.compiled_forward import (
     CASCADE,
+    DECODER_REWRITES,
     FREEZE_WEIGHTS,
     MASKED,
     WARM_UP_QUERIES,
@@ -114,7 +115,7 @@ class ModelRunner:
         """What compile() would build, for the compile cache's key."""
         return {"layout": CASCADE if self.shares_query_in_forward else MASKED,
                 "freeze": FREEZE_WEIGHTS if freeze is None else freeze,
-                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES)}
+                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES), "rewrites": DECODER_REWRITES}
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes
