@@ -10,6 +10,7 @@ import transformers
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AutoTokenizer
 
+from server import cascade_attention as cascade_module
 from server.cascade_attention import (
     PrefixSegments,
     cascade_attention,
@@ -17,6 +18,7 @@ from server.cascade_attention import (
     joins_prefix,
     merge,
     prefix_segments,
+    query_halves,
     runs_outside,
 )
 from server.compiled_forward import ItemsForward
@@ -77,11 +79,20 @@ DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipi
     not torch.cuda.is_available(), reason="no CUDA device")])]
 
 
+@pytest.fixture(params=["one-call", "halves"])
+def joined_calls(request, monkeypatch):
+    """The joined attention's query runs as at serving sizes: one call at these short rows, or
+    (as from 128 own tokens) one call per half of the queries."""
+    if request.param == "halves":
+        monkeypatch.setattr(cascade_module, "JOIN_MIN_HALF", 2)
+    return request.param
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)],
                          ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
-def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype, tolerance, device):
+def test_cascade_equals_masked_attention_over_prefix_and_own_keys(layout, dtype, tolerance, device, joined_calls):
     query, keys, values, prefixes = random_case(dtype)
     if device != "cpu":
         query, keys, values = query.to(device), keys.to(device), values.to(device)
@@ -113,7 +124,7 @@ QUERY_ROW_LAYOUTS = {
                          ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("segment, query_row, length", QUERY_ROW_LAYOUTS.values(), ids=QUERY_ROW_LAYOUTS.keys())
 def test_a_query_row_of_the_forward_is_its_items_prefix_and_sees_only_itself(segment, query_row, length,
-                                                                            dtype, tolerance):
+                                                                            dtype, tolerance, joined_calls):
     query, keys, values, _ = random_case(dtype)
     segments = PrefixSegments((segment,), ((None,),), ((query_row, length),))
     with prefix_segments(segments):
@@ -123,6 +134,12 @@ def test_a_query_row_of_the_forward_is_its_items_prefix_and_sees_only_itself(seg
         sees = prefix if segment[0] <= row < segment[1] else None
         expected = reference(query[row:row + 1], keys[row:row + 1], values[row:row + 1], sees, 0.3)
         torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float(), expected, atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize(("length", "runs"), [
+    (180, [(0, 90), (90, 180)]), (129, [(0, 64), (64, 129)]), (127, [(0, 127)]), (7, [(0, 7)])])
+def test_the_joined_attention_computes_each_half_of_a_long_run_apart(length, runs):
+    assert query_halves(length) == runs
 
 
 @pytest.mark.parametrize("rows, segments, expected", [
