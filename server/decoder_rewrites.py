@@ -98,7 +98,10 @@ def _fused_forward(self, x: torch.Tensor) -> torch.Tensor:
 def _fused_forward_matches(module: torch.nn.Module) -> bool:
     weight = module.gate_proj.weight
     probe = torch.randn(1, PROBE_TOKENS, weight.shape[1], dtype=weight.dtype, device=weight.device)
-    expected = module(probe)
+    try:
+        expected = module(probe)
+    except (TypeError, RuntimeError, ValueError):  # a forward that takes more than the hidden states
+        return False
     module._scoringfleet_gate_up = torch.cat([weight, module.up_proj.weight])
     try:
         got = _fused_forward(module, probe)
@@ -113,5 +116,8 @@ def _fuse(module: torch.nn.Module) -> None:
     stacked = torch.cat([gate.weight.detach(), up.weight.detach()])
     rows = gate.weight.shape[0]
     gate.weight.data, up.weight.data = stacked[:rows], stacked[rows:]
-    module._scoringfleet_gate_up = stacked
+    # NOTE: a parameter, not a plain tensor attribute: dynamo keeps parameters' shapes static,
+    # while a plain tensor's would be symbolic under dynamic=True, and inductor's SiLU * up loop
+    # then computes the split's offsets per element (measured slower than the two matmuls apart).
+    module.register_parameter("_scoringfleet_gate_up", torch.nn.Parameter(stacked, requires_grad=False))
     module.forward = types.MethodType(_fused_forward, module)

@@ -79,3 +79,15 @@ def test_the_realized_tables_compile_into_a_graph_that_computes_the_same():
                              backend="aot_eager")
     with torch.no_grad():
         torch.testing.assert_close(compiled(input_ids), expected, rtol=1e-6, atol=1e-6)
+
+
+class RoutedMLP(transformers.models.llama.modeling_llama.LlamaMLP):
+    """Gate, up and down projections, but a forward that needs more than the hidden states."""
+
+    def forward(self, x, routing_weights):
+        return super().forward(x) * routing_weights
+
+
+def test_an_mlp_whose_forward_takes_more_than_the_hidden_states_is_left_alone():
+    mlp = RoutedMLP(tiny_model("llama", VOCAB).config)
+    assert fuse_gate_up(mlp) == 0 and not hasattr(mlp, "_scoringfleet_gate_up")
