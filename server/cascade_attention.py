@@ -168,8 +168,8 @@ def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after)
             out[start:end], lse[start:end] = _attend(query[start:end], key[start:end], value[start:end], True, scale)
     for (start, end), (keys, values), join, takes in zip(bounds, prefixes, joined, with_query):
         if join:
-            out[start:end] = _attend_joined(query[start:end], key[start:end], value[start:end], keys, values,
-                                            scale, takes).transpose(1, 2)
+            _attend_joined(query[start:end], key[start:end], value[start:end], keys, values, scale, takes,
+                           out=out[start:end].transpose(1, 2))
             continue
         prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scale)
         out[start:end] = merge(_unflatten(prefix_out, end - start),
@@ -194,10 +194,11 @@ def joins_prefix(prefix_length: int, own_length: int, device: torch.device) -> b
     return device.type == "cpu" and prefix_length < own_length
 
 
-def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is_query=False) -> torch.Tensor:
-    """[rows, L, heads, dim]: the rows' queries over their prefix then their own keys, in one call
-    for each half of the queries (`query_halves`); where `last_is_query`, the last row (the
-    prefix's own query row) over its own keys only."""
+def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is_query=False,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
+    """[rows, L, heads, dim] (written into `out` where given): the rows' queries over their prefix
+    then their own keys, in one call for each half of the queries (`query_halves`); where
+    `last_is_query`, the last row (the prefix's own query row) over its own keys only."""
     rows, heads, length, dim = query.shape
     prefix = prefix_keys.shape[2]
     keys = torch.cat([prefix_keys.expand(rows, -1, -1, -1), key], 2)
@@ -206,7 +207,7 @@ def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is
         mask = _items_then_their_query(rows, length, prefix, query.dtype)
     else:
         mask = _prefix_then_causal(length, prefix, query.dtype)
-    out = query.new_empty(rows, length, heads, dim)
+    out = query.new_empty(rows, length, heads, dim) if out is None else out
     for start, end in query_halves(length):
         seen = prefix + end  # no query of this half sees a key beyond its last one's
         out[:, start:end] = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(

@@ -8,7 +8,8 @@ transformers versions, the model (path and config), dtype, the processor's ISA, 
 weights or not, the warm-up shapes, the rewrites of the decoder before the compile. A folder is
 warm once a compile in it finished (`MARKER` written last); a stale one is simply another key's,
 never read. What inductor finds corrupt in a folder fails the compile: the caller discards the
-folder and compiles cold once (compile_start.py). Owns the folder and the marker; nothing of when to compile.
+folder and compiles cold once (compile_start.py). Owns the folder and the marker; nothing of when
+to compile.
 """
 from __future__ import annotations
 

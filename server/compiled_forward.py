@@ -12,9 +12,9 @@ adds) costs, in a fast dtype, about what its matmuls do, and inductor fuses it i
 with `freeze`, inductor's freezing also folds the weights into the graph as constants (prepacked for
 the CPU's matmul library). Before compiling, the decoder is rewritten where a graph runs it faster
 (decoder_rewrites.py: the rotary tables computed once a forward, a gated MLP's gate and up as one
-matmul). The graph is compiled once with symbolic sizes, so the batch shapes a
-server sees need no bucket table: `compilable()` keeps to the shapes that one graph covers (each
-size at least 2, since torch specializes sizes 0 and 1), and everything else runs eager. After the
+matmul). The graph is compiled once with symbolic sizes, so the batch shapes a server sees need no
+bucket table: `compilable()` keeps to the shapes that one graph covers (each size at least 2,
+since torch specializes sizes 0 and 1), and everything else runs eager. After the
 warm-up a compile never happens again: calls run under torch's `fail_on_recompile` stance, and a
 shape whose guards would still fail runs eager (counted in `num_eager_fallbacks`). The query
 (prefix) forwards stay eager: one row of a few hundred tokens, a few % of the time.
