@@ -92,8 +92,13 @@ def _is_gated_mlp(module: torch.nn.Module) -> bool:
 
 
 def _fused_forward(self, x: torch.Tensor) -> torch.Tensor:
-    gate, up = F.linear(x, self._scoringfleet_gate_up).chunk(2, dim=-1)
-    return self.down_proj(self.act_fn(gate) * up)
+    return _gated(self, x, self._scoringfleet_gate_up)
+
+
+def _gated(module: torch.nn.Module, x: torch.Tensor, gate_up: torch.Tensor) -> torch.Tensor:
+    """down(act(gate(x)) * up(x)) with gate and up as one matmul over their stacked weights."""
+    gate, up = F.linear(x, gate_up).chunk(2, dim=-1)
+    return module.down_proj(module.act_fn(gate) * up)
 
 
 @torch.no_grad()
@@ -104,11 +109,7 @@ def _fused_forward_matches(module: torch.nn.Module) -> bool:
         expected = module(probe)
     except (TypeError, RuntimeError, ValueError):  # a forward that takes more than the hidden states
         return False
-    module._scoringfleet_gate_up = torch.cat([weight, module.up_proj.weight])
-    try:
-        got = _fused_forward(module, probe)
-    finally:
-        del module._scoringfleet_gate_up
+    got = _gated(module, probe, torch.cat([weight, module.up_proj.weight]))
     tolerance = 1e-5 if weight.dtype == torch.float32 else 2e-2
     return torch.allclose(got, expected, rtol=tolerance, atol=tolerance * float(expected.abs().max()))
 
