@@ -23,6 +23,7 @@ from server.drain import DrainingServer
 from server.engine import Engine
 from server.errors import ModelLoadError
 from server.interfaces import ScoringService
+from server.malloc_tuning import keep_freed_memory
 from server.rerank import Reranker, choose_reranker
 from server.startup import EngineStartup, Loaded
 
@@ -168,6 +169,7 @@ def seconds_since_start() -> float | None:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = parse_args(argv)
+    log.info("%s", keep_freed_memory(os.environ))  # before any thread: one arena for all
     return serve(config, EngineStartup(config, lambda: load(config), on_ready=log_ready))
 
 
