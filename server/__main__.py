@@ -23,7 +23,7 @@ from server.drain import DrainingServer
 from server.engine import Engine
 from server.errors import ModelLoadError
 from server.interfaces import ScoringService
-from server.malloc_tuning import keep_freed_memory
+from server.malloc_tuning import keep_freed_memory, release_free_memory
 from server.rerank import Reranker, choose_reranker
 from server.startup import EngineStartup, Loaded
 
@@ -102,6 +102,7 @@ def load(config: ServerConfig):
         log.info("classification head: %s", reranker.to_dict())
     elif reranker is not None:
         log.info("rerank template: %s", reranker.template.name)
+    release_free_memory()  # what loading and compiling freed; serving keeps its own from here
     return Loaded(config, runner, reranker)
 
 

@@ -9,10 +9,12 @@ per 100K of a 0.47 s forward, so its forwards ran 18-22 items/s where the same f
 thread ran 22-23.
 
 The tuning: one arena (the forwards run on a worker thread, whose own arena's heaps were deleted
-and created again), a fixed mmap threshold at glibc's ceiling (32 MiB: smaller blocks come from
-the heap and stay), and no trimming. The resident set then stays at its peak, which is what a
-pod's memory limit must hold anyway. A user's own choice is left alone: an allocator preloaded
-(jemalloc, tcmalloc) or any `glibc.malloc` tunable in GLIBC_TUNABLES.
+and created again), every block from the heap (glibc maps any block over 32 MiB afresh however it
+is tuned, and a float32 forward of two requests has 48 MiB ones), and no trimming. Once the model is
+loaded and warmed, `release_free_memory()` hands back what loading freed (a float32 copy converted
+to bfloat16, the GGUF's dequantized buffers), once; from then on the resident set stays at the
+serving peak, which is what a pod's memory limit must hold anyway. A user's own choice is left
+alone: an allocator preloaded (jemalloc, tcmalloc) or any `glibc.malloc` tunable in GLIBC_TUNABLES.
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ from collections.abc import Mapping
 
 # mallopt's parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
+M_MMAP_MAX = -4
 M_ARENA_MAX = -8
 
-GLIBC_MAX_MMAP_THRESHOLD = 32 << 20  # mallopt refuses more on 64-bit
 NEVER_TRIM = 2**31 - 1  # mallopt takes an int
-SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_THRESHOLD, GLIBC_MAX_MMAP_THRESHOLD), (M_TRIM_THRESHOLD, NEVER_TRIM))
+SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, NEVER_TRIM))
+
+_tuned = False  # keep_freed_memory() tuned this process
 
 
 def users_own_choice(environ: Mapping[str, str]) -> str | None:
@@ -44,11 +47,25 @@ def keep_freed_memory(environ: Mapping[str, str]) -> str:
     reason = users_own_choice(environ)
     if reason is not None:
         return f"malloc left as it is: {reason}"
-    libc = ctypes.CDLL(None)
-    if not hasattr(libc, "gnu_get_libc_version"):
+    libc = _glibc()
+    if libc is None:
         return "malloc left as it is: the C library is not glibc"
     refused = [param for param, value in SETTINGS if libc.mallopt(param, value) != 1]
     if refused:
         return f"malloc partly tuned: mallopt refused parameters {refused}"
-    return ("malloc keeps freed memory for the next forward (one arena, mmap threshold 32 MiB, "
-            "no trim)")
+    global _tuned
+    _tuned = True
+    return "malloc keeps freed memory for the next forward (one arena, every block from the heap, no trim)"
+
+
+def release_free_memory() -> None:
+    """Hand back to the kernel, once, what the process has freed so far (where it was tuned: an
+    untuned glibc trims by itself)."""
+    if _tuned:
+        _glibc().malloc_trim(0)
+
+
+def _glibc() -> ctypes.CDLL | None:
+    libc = ctypes.CDLL(None)
+    return libc if hasattr(libc, "gnu_get_libc_version") else None
+

@@ -11,19 +11,23 @@ import pytest
 
 from server.malloc_tuning import keep_freed_memory, users_own_choice
 
-# A worker thread allocates, touches and frees blocks as a forward's activations do: the first
-# 16 MiB block faults its 4,096 pages in; what the later blocks fault is what freeing gave back.
+# A worker thread allocates, touches and frees blocks as a forward's activations do (48 MiB: over
+# the 32 MiB that glibc always maps afresh untuned); it prints the pages each block faulted in, then
+# the resident set (MiB) after the last free and after release_free_memory().
 PROBE = textwrap.dedent("""
-    import ctypes, os, resource, sys, threading
-    from server.malloc_tuning import keep_freed_memory
+    import ctypes, resource, sys, threading
+    from server.malloc_tuning import keep_freed_memory, release_free_memory
     if sys.argv[1] == "tuned":
         print(keep_freed_memory({}), file=sys.stderr)
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
+    def rss_mib():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) // 1024
     faults = []
     def forwards():
-        for size in (16 << 20, 16 << 20, 8 << 20, 16 << 20):
+        for size in (16 << 20, 16 << 20, 48 << 20, 48 << 20):
             before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
             block = libc.malloc(size)
             ctypes.memset(block, 1, size)
@@ -32,35 +36,48 @@ PROBE = textwrap.dedent("""
     thread = threading.Thread(target=forwards)
     thread.start()
     thread.join()
-    print(*faults)
+    kept = rss_mib()
+    release_free_memory()
+    print(*faults, kept, rss_mib())
 """)
 
 REPO = Path(__file__).resolve().parents[2]
+PAGES_16_MIB = 4096
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc")
 
 
-def faults_per_block(mode: str) -> list[int]:
+def run_probe(mode: str) -> tuple[list[int], int, int]:
+    """(pages faulted per block, resident MiB after the frees, resident MiB after the release)"""
     done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
                           timeout=60, cwd=REPO, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     if mode == "tuned":
         assert done.stderr.startswith("malloc keeps freed memory"), done.stderr
-    return [int(count) for count in done.stdout.split()]
+    *faults, kept, released = (int(field) for field in done.stdout.split())
+    return faults, kept, released
 
 
 @glibc_only
-def test_tuned_the_blocks_after_the_first_reuse_its_pages():
-    first, *later = faults_per_block("tuned")
-    assert first >= 4000  # 16 MiB of 4 KiB pages: the probe measures what it should
-    assert max(later) < 64
+def test_tuned_a_block_freed_is_reused_without_faulting_its_pages_in_again():
+    (first, second, first_large, second_large), _, _ = run_probe("tuned")
+    assert first >= PAGES_16_MIB - 64  # the probe measures what it should
+    assert first_large >= 2 * PAGES_16_MIB - 64  # the heap grew by the difference
+    assert second < 64 and second_large < 64
 
 
 @glibc_only
 def test_untuned_glibc_maps_a_freed_block_afresh():
-    """Why the tuning exists: glibc's default gives the second block's pages back and faults
-    them in again."""
-    first, second, *_ = faults_per_block("plain")
-    assert second >= 4000
+    """Why the tuning exists: glibc's defaults give a freed block's pages back and fault them in
+    again, and always so over 32 MiB."""
+    (_, second, _, second_large), _, _ = run_probe("plain")
+    assert second >= PAGES_16_MIB - 64
+    assert second_large >= 3 * PAGES_16_MIB - 64
+
+
+@glibc_only
+def test_tuned_what_was_freed_stays_resident_until_released_once():
+    _, kept, released = run_probe("tuned")
+    assert kept - released >= 40  # the 48 MiB block, kept free in the heap, then handed back
 
 
 @pytest.mark.parametrize("environ, expected", [
