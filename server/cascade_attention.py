@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Sequence as Seq
 
@@ -88,13 +88,14 @@ _forward = threading.local()  # .segments: the PrefixSegments of the forward thi
 
 
 @contextlib.contextmanager
-def prefix_segments(segments: PrefixSegments) -> Iterator[None]:
-    """The prefixes every cascade attention layer reads during one items forward on this thread."""
-    _forward.segments = segments
+def prefix_segments(segments: PrefixSegments, joined_kernel: Callable | None = None) -> Iterator[None]:
+    """The prefixes every cascade attention layer reads during one items forward on this thread,
+    and the kernel its joined calls take in bfloat16 on CPU (attention_kernel.py; None: torch's)."""
+    _forward.segments, _forward.joined_kernel = segments, joined_kernel
     try:
         yield
     finally:
-        _forward.segments = None
+        _forward.segments = _forward.joined_kernel = None
 
 
 def cascade_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
@@ -120,7 +121,8 @@ def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lay
                      (key[source[0]:source[0] + 1, :, :source[1]], value[source[0]:source[0] + 1, :, :source[1]])
                      for kept_prefix, source in zip(segments.layers[layer] if segments.bounds else (), sources))
     query_after = [source is not None and source[0] == end for (_, end), source in zip(segments.bounds, sources)]
-    return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale, query_after)
+    return _attend_with_prefix(query, key, value, segments.bounds, prefixes, scale, query_after,
+                               getattr(_forward, "joined_kernel", None))
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -148,16 +150,17 @@ def _(query, key, value, layer, scale):
     return query.new_empty(rows, length, heads, dim)
 
 
-def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after) -> torch.Tensor:
+def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after, kernel=None) -> torch.Tensor:
     """[rows, L, heads, dim]: each row's queries over its own keys (causal) and its segment's prefix.
     query_after[segment]: the row right after the segment's is the query row its prefix comes
-    from; a joined segment takes it into its call (masked off the prefix: it sees only itself)."""
+    from; a joined segment takes it into its call (masked off the prefix: it sees only itself),
+    through `kernel` where it applies (_attend_joined)."""
     rows, heads, length, dim = query.shape
     joined = [joins_prefix(keys.shape[2], length, query.device) for keys, _ in prefixes]
     with_query = [join and after for join, after in zip(joined, query_after)]
     bounds = [(start, end + 1) if takes else (start, end) for (start, end), takes in zip(bounds, with_query)]
     if bounds == [(0, rows)] and joined[0]:  # one request's rows: no copy into a shared output
-        return _attend_joined(query, key, value, *prefixes[0], scale, with_query[0])
+        return _attend_joined(query, key, value, *prefixes[0], scale, with_query[0], kernel=kernel)
     own_runs = runs_outside(rows, [segment for segment, join in zip(bounds, joined) if join])
     if own_runs == [(0, rows)]:
         out, lse = _attend(query, key, value, True, scale)
@@ -169,7 +172,7 @@ def _attend_with_prefix(query, key, value, bounds, prefixes, scale, query_after)
     for (start, end), (keys, values), join, takes in zip(bounds, prefixes, joined, with_query):
         if join:
             _attend_joined(query[start:end], key[start:end], value[start:end], keys, values, scale, takes,
-                           out=out[start:end].transpose(1, 2))
+                           out=out[start:end].transpose(1, 2), kernel=kernel)
             continue
         prefix_out, prefix_lse = _attend(_flatten(query[start:end]), keys, values, False, scale)
         out[start:end] = merge(_unflatten(prefix_out, end - start),
@@ -195,11 +198,16 @@ def joins_prefix(prefix_length: int, own_length: int, device: torch.device) -> b
 
 
 def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is_query=False,
-                   out: torch.Tensor | None = None) -> torch.Tensor:
+                   out: torch.Tensor | None = None, kernel: Callable | None = None) -> torch.Tensor:
     """[rows, L, heads, dim] (written into `out` where given): the rows' queries over their prefix
-    then their own keys, in one call for each half of the queries (`query_halves`); where
-    `last_is_query`, the last row (the prefix's own query row) over its own keys only."""
+    then their own keys; where `last_is_query`, the last row (the prefix's own query row) over its
+    own keys only. Through `kernel` (attention_kernel.py) in bfloat16 on CPU, else torch's flash
+    kernel in one call for each half of the queries (`query_halves`)."""
     rows, heads, length, dim = query.shape
+    if kernel is not None and query.dtype == torch.bfloat16 and query.device.type == "cpu" and dim % 2 == 0:
+        result = kernel(query, key, value, prefix_keys, prefix_values, dim ** -0.5 if scale is None else scale,
+                        last_is_query)
+        return result if out is None else out.copy_(result)
     prefix = prefix_keys.shape[2]
     keys = torch.cat([prefix_keys.expand(rows, -1, -1, -1), key], 2)
     values = torch.cat([prefix_values.expand(rows, -1, -1, -1), value], 2)

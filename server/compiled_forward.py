@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from server.attention_kernel import load_joined_attention
 from server.cascade_attention import NAME as CASCADE_ATTENTION, PrefixSegments, prefix_segments
 from server.decoder_rewrites import fuse_gate_up, realize_rotary_tables
 
@@ -70,6 +71,7 @@ class ItemsForward:
         self._compiled: Callable | None = None
         self._warm = False  # until the warm-up is over, compiling is what a call is for
         self.num_eager_fallbacks = 0
+        self.joined_kernel: Callable | None = None  # the cascade's joined attention, where ours runs
 
     @property
     def is_compiled(self) -> bool:
@@ -88,7 +90,7 @@ class ItemsForward:
         """The same forward, own tokens only (no mask, no cache), through the shared-prefix
         attention (registered by cascade_attention.register()), which reads `segments`."""
         covered = compilable(input_ids.shape[0], input_ids.shape[1], MIN_COMPILED_SIZE)
-        with prefix_segments(segments), _attention(self._decoder.config, CASCADE_ATTENTION):
+        with prefix_segments(segments, self.joined_kernel), _attention(self._decoder.config, CASCADE_ATTENTION):
             return self._run(CASCADE, covered, _cascade_forward, self._decoder, input_ids, positions)
 
     def _run(self, layout: str, covered: bool, eager: Callable, *args) -> torch.Tensor:
@@ -127,11 +129,12 @@ class ItemsForward:
             rotary, fused = realize_rotary_tables(self._decoder), fuse_gate_up(self._decoder)
             log.info("decoder rewritten for the compile: %d rotary modules' tables realized, %d MLPs' gate "
                      "and up fused", rotary, fused)
+            self.joined_kernel = self._joined_attention_kernel()
             with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
                 for num_queries in WARM_UP_QUERIES:
                     warm_up(*first, num_queries)
         except BaseException:
-            self._layout = self._compiled = None  # eager, as before: no compile under traffic
+            self._layout = self._compiled = self.joined_kernel = None  # eager, as before: no compile under traffic
             raise
         self._warm = True
         for shape in others:  # must not compile again: a fallback here is logged below
@@ -141,6 +144,16 @@ class ItemsForward:
         log.info("compiled the items forward (%s layout%s) in %.1f s (%d eager fallbacks in the warm-up)",
                  layout, ", weights frozen" if freeze else "", elapsed, self.num_eager_fallbacks)
         return elapsed
+
+    def _joined_attention_kernel(self) -> Callable | None:
+        """Our joined attention where the decoder runs in bfloat16 on CPU and the kernel loads
+        (attention_kernel.py), else None (torch's flash kernel); the log says which and why."""
+        weight = next(self._decoder.parameters(), None)
+        if weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
+            return None
+        kernel, why = load_joined_attention()
+        log.info("joined attention: %s (%s)", "ours, on AMX" if kernel is not None else "torch's flash kernel", why)
+        return kernel
 
 
 @contextlib.contextmanager

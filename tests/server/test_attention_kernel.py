@@ -1,0 +1,167 @@
+"""Our joined attention (server/attention_kernel.py, kernels/joined_attention.cpp) against torch's
+flash kernel and float32: in bfloat16 it errs no more than torch's kernel does, on every layout the
+cascade hands it; the runner's items forward passes it down; a build that fails is a reason, never
+an error. The kernel itself runs where it is built: AVX-512 with AMX and a C++ compiler."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from server import attention_kernel, cascade_attention as cascade_module
+from server.attention_kernel import build, kernels_folder, library_name, load_joined_attention
+from server.cascade_attention import PrefixSegments, _attend_joined, cascade_attention, prefix_segments
+from server.model_runner import ModelRunner
+from tests.server.test_cascade_attention import (
+    DIM,
+    HEADS,
+    LAYOUTS,
+    OWN,
+    QUERY_ROW_LAYOUTS,
+    ROWS,
+    Layer,
+    random_case,
+    reference,
+)
+from tests.server.test_model_zoo import tiny_model, zoo_requests
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    op, why = load_joined_attention()
+    if op is None:
+        pytest.skip(f"our joined attention does not run here: {why}")
+    return op
+
+
+# rows, prefix, own tokens, heads, kv heads, head dim, last row the query's
+SHAPES = {
+    "serving-size-10-items-and-their-query-row": (11, 120, 180, 9, 3, 64, True),
+    "tiny-and-an-odd-number-of-keys": (4, 5, 7, 6, 2, 8, False),
+    "no-grouped-heads-a-wide-head": (3, 7, 37, 4, 4, 128, True),
+    "a-head-dim-no-multiple-of-the-vector": (2, 1, 100, 8, 2, 80, False),
+    "one-row-several-query-blocks-one-kv-head": (1, 30, 200, 6, 1, 64, False),
+}
+
+
+def joined_case(rows, prefix, own, heads, kv_heads, dim):
+    generator = torch.Generator().manual_seed(1)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator).to(torch.bfloat16)
+
+    # as the decoder gives them: a projection [rows, own, heads, dim] viewed into heads
+    return (draw(rows, own, heads, dim).transpose(1, 2), draw(rows, own, kv_heads, dim).transpose(1, 2),
+            draw(rows, own, kv_heads, dim).transpose(1, 2), draw(1, kv_heads, prefix, dim),
+            draw(1, kv_heads, prefix, dim))
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_the_kernel_errs_no_more_than_torchs_against_float32(kernel, shape):
+    *sizes, last_is_query = shape
+    case = joined_case(*sizes)
+    scale = sizes[-1] ** -0.5
+    exact = _attend_joined(*(t.float() for t in case), scale, last_is_query)
+    torchs = _attend_joined(*case, scale, last_is_query).float()
+    ours = kernel(*case, scale, last_is_query)
+    rows, _, own, heads, _, dim = sizes
+    assert ours.shape == (rows, own, heads, dim) and ours.dtype == torch.bfloat16
+    ours_error, torchs_error = (ours.float() - exact).abs(), (torchs - exact).abs()
+    assert ours_error.max() <= 1.5 * torchs_error.max() + 1e-3
+    assert ours_error.mean() <= 1.5 * torchs_error.mean() + 1e-5
+
+
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_the_cascade_through_the_kernel_equals_masked_attention(kernel, layout):
+    query, keys, values, prefixes = random_case(torch.bfloat16)
+    segments = PrefixSegments(tuple((start, end) for start, end, _ in layout),
+                              (tuple(prefixes[name] for _, _, name in layout),))
+    with prefix_segments(segments, kernel):
+        out, _ = cascade_attention(Layer(), query, keys, values, None, scaling=0.3)
+    assert out.shape == (ROWS, OWN, HEADS, DIM)
+    prefix_of = {row: prefixes[name] for start, end, name in layout for row in range(start, end)}
+    for row in range(ROWS):
+        expected = reference(query[row:row + 1], keys[row:row + 1], values[row:row + 1], prefix_of.get(row), 0.3)
+        torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float(), expected, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("segment, query_row, length", QUERY_ROW_LAYOUTS.values(), ids=QUERY_ROW_LAYOUTS.keys())
+def test_through_the_kernel_a_query_row_sees_only_itself(kernel, segment, query_row, length):
+    query, keys, values, _ = random_case(torch.bfloat16)
+    with prefix_segments(PrefixSegments((segment,), ((None,),), ((query_row, length),)), kernel):
+        out, _ = cascade_attention(Layer(), query, keys, values, None, scaling=0.3)
+    prefix = (keys[query_row:query_row + 1, :, :length], values[query_row:query_row + 1, :, :length])
+    for row in range(ROWS):
+        sees = prefix if segment[0] <= row < segment[1] else None
+        expected = reference(query[row:row + 1], keys[row:row + 1], values[row:row + 1], sees, 0.3)
+        torch.testing.assert_close(out[row:row + 1].transpose(1, 2).float(), expected, atol=2e-2, rtol=2e-2)
+
+
+class Counted:
+    """A stand-in kernel: torch's joined attention, counted (so the plumbing is tested anywhere)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, query, key, value, prefix_keys, prefix_values, scale, last_is_query):
+        self.calls += 1
+        return _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is_query)
+
+
+def test_the_runners_items_forward_hands_its_kernel_to_every_joined_call(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    runner = ModelRunner(tiny_model("llama", len(tokenizer)).to(torch.bfloat16), tokenizer)
+    sequences = [seq for request in zoo_requests(runner) for seq in request.sequences]
+    before = runner.run(sequences).scores
+    counted = runner._items_forward.joined_kernel = Counted()
+    after = runner.run(sequences).scores
+    assert counted.calls > 0
+    for row_before, row_after in zip(before, after, strict=True):
+        assert row_after == pytest.approx(row_before, abs=1e-6)
+
+
+def test_float32_never_takes_the_kernel():
+    def refuse(*args):
+        raise AssertionError("the kernel is bfloat16 only")
+    case = [t.float() for t in joined_case(2, 3, 5, 4, 2, 8)]
+    torch.testing.assert_close(_attend_joined(*case, 0.3, kernel=refuse), _attend_joined(*case, 0.3))
+
+
+def test_a_failed_build_raises_and_leaves_no_library(tmp_path):
+    with pytest.raises(RuntimeError, match="false failed"):
+        build(tmp_path, "false")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_build_is_a_reason_to_keep_torchs_kernel(monkeypatch):
+    def fails(folder, compiler):
+        raise RuntimeError(f"{compiler} failed: no such header")
+    monkeypatch.setattr(attention_kernel, "build", fails)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert load_joined_attention.__wrapped__() == (None, "not built: g++ failed: no such header")
+
+
+def test_where_torch_runs_no_avx512_kernels_nothing_is_built(monkeypatch):
+    monkeypatch.setattr(attention_kernel, "build", lambda *args: pytest.fail("built"))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    op, why = load_joined_attention.__wrapped__()
+    assert op is None and "AVX2" in why
+
+
+def test_the_library_is_named_by_its_source_torch_and_flags():
+    name = library_name("source", ["g++", "-O3"])
+    assert name == library_name("source", ["g++", "-O3"])
+    assert name != library_name("source 2", ["g++", "-O3"]) != library_name("source", ["g++", "-O2"])
+
+
+def test_a_built_library_is_loaded_again_not_rebuilt(kernel):
+    library = build(kernels_folder(), "g++")
+    modified = library.stat().st_mtime_ns
+    assert build(kernels_folder(), "g++") == library and library.stat().st_mtime_ns == modified
+
+
+def test_the_cascade_module_keeps_no_kernel_between_forwards(kernel):
+    with prefix_segments(PrefixSegments((), ()), kernel):
+        pass
+    assert cascade_module._forward.joined_kernel is None
