@@ -4,8 +4,8 @@ folder on a fleet, so a warm start loads it in milliseconds), loaded as the op
 `torch.ops.scoringfleet_kernels.joined_attention`.
 
 torch's CPU flash kernel runs bfloat16 on AVX-512 dot products, not on AMX tiles; this one runs
-both of the attention's products on AMX (docs/performance.md: 2.9 ms against 4.0 for 11 rows of 180
-tokens over a 120-token prefix, one layer). Faults are contained: where the CPU has no AMX, where
+both of the attention's products on AMX (docs/performance.md: 2.5-2.9 ms against 3.8-4.4 for 11 rows of
+180 tokens over a 120-token prefix, one layer). Faults are contained: where the CPU has no AMX, where
 there is no compiler or the build fails, `load_joined_attention()` says why and the cascade keeps
 torch's kernel.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import os
 import subprocess
 import tempfile
@@ -21,8 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("kernels") / "joined_attention.cpp"
 # The kernel's vector code is written for AVX-512 (at::vec's 16-float vectors) and its products for

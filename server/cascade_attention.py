@@ -204,7 +204,7 @@ def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is
     own keys only. Through `kernel` (attention_kernel.py) in bfloat16 on CPU, else torch's flash
     kernel in one call for each half of the queries (`query_halves`)."""
     rows, heads, length, dim = query.shape
-    if kernel is not None and query.dtype == torch.bfloat16 and query.device.type == "cpu" and dim % 2 == 0:
+    if kernel is not None and _kernel_takes(query, key, value, prefix_keys, prefix_values):
         result = kernel(query, key, value, prefix_keys, prefix_values, dim ** -0.5 if scale is None else scale,
                         last_is_query)
         return result if out is None else out.copy_(result)
@@ -222,6 +222,13 @@ def _attend_joined(query, key, value, prefix_keys, prefix_values, scale, last_is
             query[:, :, start:end], keys[:, :, :seen], values[:, :, :seen], 0.0, False,
             attn_mask=mask[..., start:end, :seen], scale=scale)[0].transpose(1, 2)
     return out
+
+
+def _kernel_takes(*tensors: torch.Tensor) -> bool:
+    """What our joined attention computes (kernels/joined_attention.cpp): bfloat16 on CPU, an even
+    head dim, each token's head dim contiguous."""
+    return all(t.dtype == torch.bfloat16 and t.device.type == "cpu" and t.shape[-1] % 2 == 0 and t.stride(-1) == 1
+               for t in tensors)
 
 
 def query_halves(length: int) -> list[tuple[int, int]]:

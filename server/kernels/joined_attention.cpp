@@ -6,8 +6,8 @@
 // score as the softmax (1-1.4 G scores/s at our sizes). Here both products run on AMX tiles
 // (cpublas::brgemm over VNNI-packed keys and values, packed once per row and kv head), a block of
 // queries sees only the own keys up to its last query (no masked block beyond it is computed),
-// and the softmax is two vector passes over a block's scores held in L2. Built and loaded by
-// server/attention_kernel.py.
+// and the softmax is a max pass and an exp pass over a block's scores held in L2, then their
+// conversion to bfloat16. Built and loaded by server/attention_kernel.py.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>

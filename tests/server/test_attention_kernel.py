@@ -121,10 +121,13 @@ def test_the_runners_items_forward_hands_its_kernel_to_every_joined_call(tiny_mo
         assert row_after == pytest.approx(row_before, abs=1e-6)
 
 
-def test_float32_never_takes_the_kernel():
+@pytest.mark.parametrize("case", [
+    pytest.param([t.float() for t in joined_case(2, 3, 5, 4, 2, 8)], id="float32"),
+    pytest.param(joined_case(2, 3, 5, 4, 2, 7), id="an-odd-head-dim"),
+])
+def test_what_the_kernel_does_not_compute_keeps_torchs_kernel(case):
     def refuse(*args):
-        raise AssertionError("the kernel is bfloat16 only")
-    case = [t.float() for t in joined_case(2, 3, 5, 4, 2, 8)]
+        raise AssertionError("the kernel computes bfloat16 with an even head dim only")
     torch.testing.assert_close(_attend_joined(*case, 0.3, kernel=refuse), _attend_joined(*case, 0.3))
 
 
