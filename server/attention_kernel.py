@@ -16,6 +16,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,13 +55,14 @@ def kernels_folder() -> Path:
 
 def build(folder: Path, compiler: str) -> Path:
     """The library for this source and torch in `folder`, built there first if absent (written
-    under a temporary name and renamed, so a concurrent start never loads half a file)."""
+    under a name of its own and renamed, so a start beside it, in this pod or another sharing the
+    folder, never loads half a file)."""
     flags = [compiler, *build_command(SOURCE, Path("out.so"), compiler)[4:]]
     library = folder / library_name(SOURCE.read_text(), flags)
     if library.exists():
         return library
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{library.name}.{os.getpid()}.partial"
+    partial = folder / f".{library.name}.{uuid.uuid4().hex}.partial"  # pods share the folder, and pids
     done = subprocess.run(build_command(SOURCE, partial, compiler), capture_output=True, text=True,
                           timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
