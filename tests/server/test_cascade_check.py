@@ -32,7 +32,7 @@ def test_an_exact_cascade_is_kept(tokenizer, dtype):
 
 
 def test_a_cascade_that_disagrees_is_turned_off_with_one_warning(tokenizer, monkeypatch, caplog):
-    def without_prefix(query, key, value, bounds, prefixes, scale, query_after):  # a kernel that lost the query
+    def without_prefix(query, key, value, bounds, prefixes, scale, query_after, kernel):  # one that lost the query
         out, _ = cascade_attention._attend(query, key, value, True, scale)
         return out.transpose(1, 2).contiguous()
     monkeypatch.setattr(cascade_attention, "_attend_with_prefix", without_prefix)
