@@ -30,14 +30,14 @@ ISA_FLAGS = ("-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", 
 BUILD_TIMEOUT_S = 600
 
 
-def build_command(source: Path, output: Path, compiler: str) -> list[str]:
-    """g++ (or $CXX) making a shared library against this torch, as torch's extensions are built."""
+def build_flags(compiler: str) -> list[str]:
+    """The compiler and its flags for a shared library against this torch, as torch's extensions
+    are built (the source and the output file go before them)."""
     from torch.utils.cpp_extension import include_paths, library_paths
 
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    return [compiler, str(source), "-o", str(output), "-shared", "-fPIC", "-O3", "-std=c++17", "-fopenmp",
-            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *ISA_FLAGS,
-            *(f"-I{path}" for path in include_paths()), *(f"-L{path}" for path in library_paths()),
+    return [compiler, "-shared", "-fPIC", "-O3", "-std=c++17", "-fopenmp", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            *ISA_FLAGS, *(f"-I{path}" for path in include_paths()), *(f"-L{path}" for path in library_paths()),
             "-lc10", "-ltorch_cpu"]
 
 
@@ -57,13 +57,13 @@ def build(folder: Path, compiler: str) -> Path:
     """The library for this source and torch in `folder`, built there first if absent (written
     under a name of its own and renamed, so a start beside it, in this pod or another sharing the
     folder, never loads half a file)."""
-    flags = [compiler, *build_command(SOURCE, Path("out.so"), compiler)[4:]]
-    library = folder / library_name(SOURCE.read_text(), flags)
+    compiler, *flags = build_flags(compiler)
+    library = folder / library_name(SOURCE.read_text(), [compiler, *flags])
     if library.exists():
         return library
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".{library.name}.{uuid.uuid4().hex}.partial"  # pods share the folder, and pids
-    done = subprocess.run(build_command(SOURCE, partial, compiler), capture_output=True, text=True,
+    done = subprocess.run([compiler, str(SOURCE), "-o", str(partial), *flags], capture_output=True, text=True,
                           timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
@@ -77,11 +77,12 @@ def load_joined_attention() -> tuple[Callable | None, str]:
     """(the op, why) or (None, why not); once a process (a library registers its op once)."""
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         return None, f"torch runs {torch.backends.cpu.get_cpu_capability()} kernels here, not AVX512"
-    compiler = os.environ.get("CXX", "g++")
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
     try:
-        library = build(kernels_folder(), compiler)
+        library = build(kernels_folder(), get_cpp_compiler())
         torch.ops.load_library(str(library))
-    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+    except Exception as error:  # noqa: BLE001 - no compiler (inductor's own error type), a failed build or load
         return None, f"not built: {error}"
     if not torch.ops.scoringfleet_kernels.amx_bfloat16():
         return None, "this CPU has no AMX tiles for bfloat16"
