@@ -6,8 +6,8 @@
 // score as the softmax (1-1.4 G scores/s at our sizes). Here both products run on AMX tiles
 // (cpublas::brgemm over VNNI-packed keys and values, packed once per row and kv head), a block of
 // queries sees only the own keys up to its last query (no masked block beyond it is computed),
-// and the softmax is a max pass and an exp pass over a block's scores held in L2, then their
-// conversion to bfloat16. Built and loaded by server/attention_kernel.py.
+// and the softmax is a max pass, then one pass that takes the exp, sums it and writes it in
+// bfloat16, over a block's scores held in L2. Built and loaded by server/attention_kernel.py.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
@@ -15,7 +15,10 @@
 #include <ATen/native/CPUBlas.h>
 #include <torch/library.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -40,59 +43,81 @@ Strides strides_of(const at::Tensor& t) {  // [rows, heads, tokens, dim], dim co
 void pack_keys_values(const BFloat16* const* key_rows, const BFloat16* const* value_rows, int64_t num_keys,
                       int64_t padded_keys, int64_t dim, uint32_t* keys_t, BFloat16* values) {
   const int64_t pairs = dim / 2;
-  for (int64_t n = 0; n < num_keys; n++) {
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(key_rows[n]);
-    for (int64_t d2 = 0; d2 < pairs; d2++) keys_t[d2 * padded_keys + n] = src[d2];
+  for (int64_t d2 = 0; d2 < pairs; d2++) {
+    uint32_t* dst = keys_t + d2 * padded_keys;
+    for (int64_t n = 0; n < num_keys; n++) dst[n] = reinterpret_cast<const uint32_t*>(key_rows[n])[d2];
+    for (int64_t n = num_keys; n < padded_keys; n++) dst[n] = 0;
   }
-  for (int64_t n = num_keys; n < padded_keys; n++)
-    for (int64_t d2 = 0; d2 < pairs; d2++) keys_t[d2 * padded_keys + n] = 0;
+  const std::vector<BFloat16> zeros(dim, BFloat16(0.f));
   for (int64_t n2 = 0; n2 < padded_keys / 2; n2++) {
     const BFloat16* a = value_rows[2 * n2];
-    const BFloat16* b = 2 * n2 + 1 < num_keys ? value_rows[2 * n2 + 1] : nullptr;
+    const BFloat16* b = 2 * n2 + 1 < num_keys ? value_rows[2 * n2 + 1] : zeros.data();
     BFloat16* dst = values + n2 * dim * 2;
-    for (int64_t d = 0; d < dim; d++) {
+    int64_t d = 0;
+    for (; d + 16 <= dim; d += 16) {  // 16 dims of a key and of the next, as 16 pairs
+      const __m512i low = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + d)));
+      const __m512i high = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + d)));
+      _mm512_storeu_si512(dst + 2 * d, _mm512_or_si512(low, _mm512_slli_epi32(high, 16)));
+    }
+    for (; d < dim; d++) {
       dst[2 * d] = a[d];
-      dst[2 * d + 1] = b ? b[d] : BFloat16(0.f);
+      dst[2 * d + 1] = b[d];
     }
   }
 }
 
 // One query's scores s[lo, hi) -> exp(scale * (s - max)) in p (bfloat16), zero outside [lo, hi) up
 // to `width`; returns 1 / their sum, which the output is scaled by (a row of dim, not of keys).
-// A masked lane is -inf, whose exp is 0.
-float softmax_row(float* s, int64_t lo, int64_t hi, int64_t width, float scale, BFloat16* p) {
-  const Vec neg_inf(-std::numeric_limits<float>::infinity());
-  const int64_t n = Vec::size();
-  Vec vmax = neg_inf;
+// Raw AVX-512 where at::vec would cost: four independent maxima (one is a chain of 4-cycle
+// latencies), and masked loads for a row's tail (at::vec's partial load copies through a buffer).
+float softmax_row(float* s, int64_t lo, int64_t hi, int64_t from, int64_t width, float scale, BFloat16* p) {
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = neg_inf, m1 = neg_inf, m2 = neg_inf, m3 = neg_inf;
   int64_t j = lo;
-  for (; j + n <= hi; j += n) vmax = at::vec::maximum(vmax, Vec::loadu(s + j));
-  if (j < hi) vmax = at::vec::maximum(vmax, Vec::set(neg_inf, Vec::loadu(s + j, hi - j), hi - j));
-  const float max = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, vmax);
+  for (; j + 64 <= hi; j += 64) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(s + j));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(s + j + 16));
+    m2 = _mm512_max_ps(m2, _mm512_loadu_ps(s + j + 32));
+    m3 = _mm512_max_ps(m3, _mm512_loadu_ps(s + j + 48));
+  }
+  for (; j + 16 <= hi; j += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(s + j));
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hi - j)) - 1);
+  if (j < hi) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(neg_inf, tail, s + j));
+  const float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
   const Vec shift(max * scale), vscale(scale);
-  Vec vsum(0.f);
-  for (j = lo; j + n <= hi; j += n) {
+  Vec sum0(0.f), sum1(0.f);
+  using at::vec::CPU_CAPABILITY::cvtfp32_bf16;
+  std::memset(p + from, 0, (lo - from) * sizeof(BFloat16));
+  for (j = lo; j + 32 <= hi; j += 32) {
+    Vec e0 = (Vec::loadu(s + j) * vscale - shift).exp_u20();
+    Vec e1 = (Vec::loadu(s + j + 16) * vscale - shift).exp_u20();
+    sum0 = sum0 + e0;
+    sum1 = sum1 + e1;
+    _mm512_storeu_si512(p + j, cvtfp32_bf16(e0, e1));
+  }
+  for (; j + 16 <= hi; j += 16) {
     Vec e = (Vec::loadu(s + j) * vscale - shift).exp_u20();
-    vsum = vsum + e;
-    e.store(s + j);
+    sum0 = sum0 + e;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), cvtfp32_bf16(e));
   }
   if (j < hi) {
-    Vec e = (Vec::set(neg_inf, Vec::loadu(s + j, hi - j), hi - j) * vscale - shift).exp_u20();
-    vsum = vsum + e;
-    e.store(s + j, hi - j);
+    Vec e = Vec(_mm512_maskz_mov_ps(tail, (Vec(_mm512_mask_loadu_ps(neg_inf, tail, s + j)) * vscale - shift).exp_u20()));
+    sum1 = sum1 + e;
+    _mm256_mask_storeu_epi16(p + j, tail, cvtfp32_bf16(e));
   }
-  std::memset(p, 0, lo * sizeof(BFloat16));
-  at::vec::convert(s + lo, p + lo, hi - lo);
   std::memset(p + hi, 0, (width - hi) * sizeof(BFloat16));
-  return 1.f / at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, vsum);
+  return 1.f / _mm512_reduce_add_ps(sum0 + sum1);
 }
 
-// out = o * inverse (o scaled in place), rounded to bfloat16.
-void scaled_row(float* o, float inverse, int64_t dim, BFloat16* out) {
+// out = o * inverse, rounded to bfloat16.
+void scaled_row(const float* o, float inverse, int64_t dim, BFloat16* out) {
   const Vec vinverse(inverse);
   int64_t d = 0;
-  for (; d + Vec::size() <= dim; d += Vec::size()) (Vec::loadu(o + d) * vinverse).store(o + d);
-  for (; d < dim; d++) o[d] *= inverse;
-  at::vec::convert(o, out, dim);
+  for (; d + 32 <= dim; d += 32) {
+    const __m512i pair = at::vec::CPU_CAPABILITY::cvtfp32_bf16(Vec::loadu(o + d) * vinverse, Vec::loadu(o + d + 16) * vinverse);
+    _mm512_storeu_si512(out + d, pair);
+  }
+  for (; d < dim; d++) out[d] = BFloat16(o[d] * inverse);
 }
 
 }  // namespace
@@ -123,13 +148,17 @@ at::Tensor joined_attention(const at::Tensor& query, const at::Tensor& key, cons
   const BFloat16* pv_data = prefix_values.const_data_ptr<BFloat16>();
   BFloat16* out_data = out.data_ptr<BFloat16>();
   const float scale_f = static_cast<float>(scale);
-  at::parallel_for(0, rows * kv_heads, 1, [&](int64_t begin, int64_t end) {
+  // Tasks are claimed one at a time, not split in even ranges: the query's row costs less than an
+  // item's, and 33 tasks on 2 threads would leave one idle for a whole task.
+  const int64_t num_tasks = rows * kv_heads;
+  std::atomic<int64_t> next_task{0};
+  at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), num_tasks), 1, [&](int64_t, int64_t) {
     std::vector<const BFloat16*> key_rows(num_keys), value_rows(num_keys);
     std::vector<uint32_t> keys_t(dim / 2 * padded_keys);
     std::vector<BFloat16> values(padded_keys * dim), probs(kQueryBlock * padded_keys);
     std::vector<float> scores(kQueryBlock * padded_keys), outputs(kQueryBlock * dim), inverse_sums(kQueryBlock);
-    for (int64_t task = begin; task < end; task++) {
-      const int64_t row = task / kv_heads, kv_head = task % kv_heads;
+    for (int64_t task = next_task++; task < num_tasks; task = next_task++) {
+      const int64_t kv_head = task / rows, row = task % rows;
       for (int64_t n = 0; n < num_keys; n++) {
         key_rows[n] = n < prefix ? pk_data + kv_head * pk.head + n * pk.token
                                  : k_data + row * k.row + kv_head * k.head + (n - prefix) * k.token;
@@ -138,20 +167,23 @@ at::Tensor joined_attention(const at::Tensor& query, const at::Tensor& key, cons
       }
       pack_keys_values(key_rows.data(), value_rows.data(), num_keys, padded_keys, dim, keys_t.data(), values.data());
       const BFloat16* packed_keys = reinterpret_cast<const BFloat16*>(keys_t.data());
-      const int64_t first_seen = last_is_query && row == rows - 1 ? prefix : 0;
+      // The query's own row sees none of the prefix: its products start at the first key it sees
+      // (an even key: values are packed in pairs of keys).
+      const int64_t first_seen = last_is_query && row == rows - 1 ? prefix : 0, first_pair = first_seen / 2 * 2;
       for (int64_t head = kv_head * group; head < (kv_head + 1) * group; head++) {
         for (int64_t start = 0; start < length; start += kQueryBlock) {
           const int64_t stop = std::min(length, start + kQueryBlock), m = stop - start;
           const int64_t seen = (prefix + stop + 1) / 2 * 2;  // no query of the block sees beyond
-          at::native::cpublas::brgemm(m, seen, dim, q.token, padded_keys, padded_keys, false,
-                                      q_data + row * q.row + head * q.head + start * q.token, packed_keys,
-                                      scores.data(), true);
+          at::native::cpublas::brgemm(m, seen - first_pair, dim, q.token, padded_keys, padded_keys, false,
+                                      q_data + row * q.row + head * q.head + start * q.token,
+                                      packed_keys + 2 * first_pair, scores.data() + first_pair, true);
           for (int64_t i = 0; i < m; i++) {
-            inverse_sums[i] = softmax_row(scores.data() + i * padded_keys, first_seen, prefix + start + i + 1, seen,
-                                          scale_f, probs.data() + i * padded_keys);
+            inverse_sums[i] = softmax_row(scores.data() + i * padded_keys, first_seen, prefix + start + i + 1,
+                                          first_pair, seen, scale_f, probs.data() + i * padded_keys);
           }
-          at::native::cpublas::brgemm(m, dim, seen, padded_keys, dim, dim, false, probs.data(), values.data(),
-                                      outputs.data(), true);
+          at::native::cpublas::brgemm(m, dim, seen - first_pair, padded_keys, dim, dim, false,
+                                      probs.data() + first_pair, values.data() + first_pair * dim, outputs.data(),
+                                      true);
           for (int64_t i = 0; i < m; i++) {
             scaled_row(outputs.data() + i * dim, inverse_sums[i], dim,
                        out_data + ((row * length + start + i) * heads + head) * dim);

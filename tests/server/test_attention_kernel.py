@@ -40,6 +40,8 @@ SHAPES = {
     "no-grouped-heads-a-wide-head": (3, 7, 37, 4, 4, 128, True),
     "a-head-dim-no-multiple-of-the-vector": (2, 1, 100, 8, 2, 80, False),
     "one-row-several-query-blocks-one-kv-head": (1, 30, 200, 6, 1, 64, False),
+    # the query's row skips the prefix from the pair of keys its first own key is in
+    "an-odd-prefix-before-the-query-row": (3, 121, 50, 9, 3, 64, True),
 }
 
 
