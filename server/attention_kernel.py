@@ -77,6 +77,8 @@ def load_joined_attention() -> tuple[Callable | None, str]:
     """(the op, why) or (None, why not); once a process (a library registers its op once)."""
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         return None, f"torch runs {torch.backends.cpu.get_cpu_capability()} kernels here, not AVX512"
+    if not has_amx_tiles():  # AVX-512 without AMX (AMD Zen 4, Xeons before Sapphire Rapids): no build
+        return None, "this CPU has no AMX tiles"
     from torch._inductor.cpp_builder import get_cpp_compiler
 
     try:
@@ -84,6 +86,13 @@ def load_joined_attention() -> tuple[Callable | None, str]:
         torch.ops.load_library(str(library))
     except Exception as error:  # noqa: BLE001 - no compiler (inductor's own error type), a failed build or load
         return None, f"not built: {error}"
-    if not torch.ops.scoringfleet_kernels.amx_bfloat16():
+    if not torch.ops.scoringfleet_kernels.amx_bfloat16():  # the tiles are there, the OS may not grant them
         return None, "this CPU has no AMX tiles for bfloat16"
     return torch.ops.scoringfleet_kernels.joined_attention, f"loaded from {library}"
+
+
+def has_amx_tiles() -> bool:
+    """Whether the CPU has AMX tiles, as torch's own kernels ask (cpuinfo); True where this torch
+    cannot say, so that the built kernel's own check decides."""
+    supported = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return True if supported is None else bool(supported())

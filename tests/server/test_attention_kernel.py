@@ -144,6 +144,7 @@ def test_a_failed_build_is_a_reason_to_keep_torchs_kernel(monkeypatch):
         raise RuntimeError("c++ failed: no such header")
     monkeypatch.setattr(attention_kernel, "build", fails)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(attention_kernel, "has_amx_tiles", lambda: True)
     assert load_joined_attention.__wrapped__() == (None, "not built: c++ failed: no such header")
 
 
@@ -152,6 +153,15 @@ def test_where_torch_runs_no_avx512_kernels_nothing_is_built(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     op, why = load_joined_attention.__wrapped__()
     assert op is None and "AVX2" in why
+
+
+def test_on_avx512_without_amx_nothing_is_built(monkeypatch):
+    """AMD Zen 4 and the Xeons before Sapphire Rapids: a cold start must not spend its seconds
+    building a kernel the CPU cannot run."""
+    monkeypatch.setattr(attention_kernel, "build", lambda *args: pytest.fail("built"))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert load_joined_attention.__wrapped__() == (None, "this CPU has no AMX tiles")
 
 
 def test_the_library_is_named_by_its_source_torch_and_flags():
