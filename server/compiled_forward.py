@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 CASCADE, MASKED = "cascade", "masked"  # the two layouts of an items forward
 # What compile() does to the decoder first (decoder_rewrites.py); part of the compile cache's key.
 DECODER_REWRITES = ("rotary tables realized", "gate and up fused")
+# How compile() sets torch's tracing (_configure_tracing); part of the compile cache's key too.
+TRACING_SETTINGS = ("no duck shapes", "float attributes specialized")
 MIN_COMPILED_SIZE = 2  # torch specializes sizes 0 and 1: such shapes would need graphs of their own
 # Distinct sizes for the warm-up (rows, own tokens, prefix slots), none 0 or 1 and none equal.
 WARM_UP_SHAPES = ((3, 7, 5), (4, 11, 6))
@@ -114,9 +116,7 @@ class ItemsForward:
         without a compile; `warm_up(rows, own_tokens, prefix_slots, num_queries)` runs a forward
         of that shape, its rows split among that many queries, in that layout through this object.
         Returns the seconds it took."""
-        # NOTE: without duck shaping, two sizes that happen to be equal in the warm-up (rows and
-        # the key/value heads, say) do not become one symbol that a later shape would break.
-        torch.fx.experimental._config.use_duck_shape = False
+        _configure_tracing()
         # NOTE: dynamo keeps compiled code per function, not per torch.compile call: a second
         # runner compiled in this process (tests, benchmarks) would reuse the first's graph and
         # its settings (freezing). A server compiles once; a clean slate costs it nothing.
@@ -154,6 +154,19 @@ class ItemsForward:
         kernel, why = load_joined_attention()
         log.info("joined attention: %s (%s)", "ours, on AMX" if kernel is not None else "torch's flash kernel", why)
         return kernel
+
+
+def _configure_tracing() -> None:
+    """TRACING_SETTINGS, process-wide (read whenever dynamo traces)."""
+    # NOTE: without duck shaping, two sizes that happen to be equal in the warm-up (rows and
+    # the key/value heads, say) do not become one symbol that a later shape would break.
+    torch.fx.experimental._config.use_duck_shape = False
+    # NOTE: the model's float attributes (RMSNorm's epsilon, the attention's scale, the rotary
+    # scaling) are constants of a model, not inputs. Traced as symbols, they reach the attention
+    # op's float argument, where inductor cannot turn them into tensors: dynamo then threw the
+    # whole trace away and traced again with them fixed (a warm start compiled for 33 s, 24 of
+    # them the discarded attempt; 9 s with them fixed from the start).
+    torch._dynamo.config.specialize_float = True
 
 
 @contextlib.contextmanager

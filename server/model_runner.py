@@ -31,6 +31,7 @@ from server.compiled_forward import (
     DECODER_REWRITES,
     FREEZE_WEIGHTS,
     MASKED,
+    TRACING_SETTINGS,
     WARM_UP_QUERIES,
     WARM_UP_SHAPES,
     ItemsForward,
@@ -115,7 +116,8 @@ class ModelRunner:
         """What compile() would build, for the compile cache's key."""
         return {"layout": CASCADE if self.shares_query_in_forward else MASKED,
                 "freeze": FREEZE_WEIGHTS if freeze is None else freeze,
-                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES), "rewrites": DECODER_REWRITES}
+                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES), "rewrites": DECODER_REWRITES,
+                "tracing": TRACING_SETTINGS}
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes

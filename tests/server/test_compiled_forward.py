@@ -5,7 +5,10 @@ the opaque cascade attention op), with and without frozen weights, and in the ma
 model whose sliding window cuts its sequences)."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import random
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -65,12 +68,34 @@ def compiled_scores_as_eager(eager: ModelRunner, compiled: ModelRunner, rng: ran
     assert {1, 2} <= num_queries  # batches of one request and of several
 
 
+@contextlib.contextmanager
+def dynamo_restarts() -> Iterator[list[str]]:
+    """What dynamo logs when it throws a frame's trace away and traces it again."""
+    restarts: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("Restarting analysis"):
+                restarts.append(record.getMessage())
+    catch = Catch()
+    torch._logging.set_logs(dynamo=logging.INFO)
+    logging.getLogger("torch._dynamo").addHandler(catch)
+    try:
+        yield restarts
+    finally:
+        logging.getLogger("torch._dynamo").removeHandler(catch)
+        torch._logging.set_logs()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("freeze", [False, True], ids=["weights", "frozen-weights"])
 def test_compiled_runner_scores_as_eager_without_recompiling(tiny_model_dir, freeze):
     model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
     eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
-    assert compiled.compile(freeze) > 0 and compiled.is_compiled and not eager.is_compiled
+    with dynamo_restarts() as restarts:
+        assert compiled.compile(freeze) > 0 and compiled.is_compiled and not eager.is_compiled
+    # Traced once: a float attribute traced as a symbol made dynamo trace the whole forward twice
+    assert restarts == []
     assert compiled._items_forward.compiled_layout == CASCADE and compiled.shares_query_in_forward
     compiled_scores_as_eager(eager, compiled, random.Random(0))
 
