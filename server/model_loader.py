@@ -77,10 +77,12 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     config = load_config(model_path, source, extra)  # an unsupported model is refused before its weights
     auto_model = (AutoModelForSequenceClassification if is_sequence_classifier(config)
                   else AutoModelForCausalLM)
+    # NOTE: the config goes to both loads: each would read it again, and from a GGUF file that
+    # is a parse of the whole file (its 49,152-string vocabulary for the default model, ~2 s).
     tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
-                        AutoTokenizer.from_pretrained, source, trust_remote_code=False, **extra)
+                        AutoTokenizer.from_pretrained, source, config=config, trust_remote_code=False, **extra)
     model, loading = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
-                             auto_model.from_pretrained, source, dtype=dtype,
+                             auto_model.from_pretrained, source, config=config, dtype=dtype,
                              trust_remote_code=False, output_loading_info=True, **extra)
     reason = incomplete_weights_reason(loading)
     if reason is not None:
