@@ -1,13 +1,15 @@
-"""Our own joined attention for bfloat16 on CPUs with AMX (server/kernels/joined_attention.cpp):
-built with the C++ compiler inductor uses, kept beside inductor's kernels (the compile cache's
-folder on a fleet, so a warm start loads it in milliseconds), loaded as the op
-`torch.ops.scoringfleet_kernels.joined_attention`.
+"""Our own joined attention for bfloat16 on CPUs with bfloat16 dot products, AMX tiles or AVX-512
+bf16 (server/kernels/joined_attention.cpp): built with the C++ compiler inductor uses, kept beside
+inductor's kernels (the compile cache's folder on a fleet, so a warm start loads it in
+milliseconds), loaded as the op `torch.ops.scoringfleet_kernels.joined_attention`.
 
-torch's CPU flash kernel runs bfloat16 on AVX-512 dot products, not on AMX tiles; this one runs
-both of the attention's products on AMX (docs/performance.md: 2.5-2.9 ms against 3.8-4.4 for 11 rows of
-180 tokens over a 120-token prefix, one layer). Faults are contained: where the CPU has no AMX, where
-there is no compiler or the build fails, `load_joined_attention()` says why and the cascade keeps
-torch's kernel.
+torch's CPU flash kernel runs bfloat16 through small gemm calls per 32-query block; this one runs
+both of the attention's products through oneDNN's brgemm over keys and values packed once, on AMX
+tiles where the CPU has them, else on AVX-512 bf16 dot products (docs/performance.md, one layer of
+11 rows of 180 tokens over a 120-token prefix: 2.5-2.9 ms against 3.8-4.4 on a Xeon with AMX, 4.1
+against 12.7 on an AMD Zen 4). Faults are contained: where the CPU has neither, where there is no
+compiler or the build fails, or where the built op does not compute a probe right,
+`load_joined_attention()` says why and the cascade keeps torch's kernel.
 """
 from __future__ import annotations
 
@@ -21,13 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 SOURCE = Path(__file__).with_name("kernels") / "joined_attention.cpp"
-# The kernel's vector code is written for AVX-512 (at::vec's 16-float vectors) and its products for
-# AMX; it is built only where torch itself runs its AVX-512 kernels.
+# The kernel's vector code is written for AVX-512 (at::vec's 16-float vectors and intrinsics); it is
+# built only where torch itself runs its AVX-512 kernels.
 ISA_FLAGS = ("-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
              "-mavx512dq", "-mfma")
 BUILD_TIMEOUT_S = 600
+PROBE_TOLERANCE = 0.05  # bfloat16's own error on the probe's values is ~1e-2
 
 
 def build_flags(compiler: str) -> list[str]:
@@ -77,8 +81,9 @@ def load_joined_attention() -> tuple[Callable | None, str]:
     """(the op, why) or (None, why not); once a process (a library registers its op once)."""
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         return None, f"torch runs {torch.backends.cpu.get_cpu_capability()} kernels here, not AVX512"
-    if not has_amx_tiles():  # AVX-512 without AMX (AMD Zen 4, Xeons before Sapphire Rapids): no build
-        return None, "this CPU has no AMX tiles"
+    products = bf16_products()
+    if products is None:  # e.g. Skylake and Ice Lake Xeons: AVX-512 without bf16, no build
+        return None, "this CPU has no bfloat16 dot products (AMX tiles or AVX-512 bf16)"
     from torch._inductor.cpp_builder import get_cpp_compiler
 
     try:
@@ -86,13 +91,34 @@ def load_joined_attention() -> tuple[Callable | None, str]:
         torch.ops.load_library(str(library))
     except Exception as error:  # noqa: BLE001 - no compiler (inductor's own error type), a failed build or load
         return None, f"not built: {error}"
-    if not torch.ops.scoringfleet_kernels.amx_bfloat16():  # the tiles are there, the OS may not grant them
-        return None, "this CPU has no AMX tiles for bfloat16"
-    return torch.ops.scoringfleet_kernels.joined_attention, f"loaded from {library}"
+    op = torch.ops.scoringfleet_kernels.joined_attention
+    refusal = probe(op)
+    if refusal is not None:
+        return None, refusal
+    return op, f"on {products}, loaded from {library}"
 
 
-def has_amx_tiles() -> bool:
-    """Whether the CPU has AMX tiles, as torch's own kernels ask (cpuinfo); True where this torch
-    cannot say, so that the built kernel's own check decides."""
-    supported = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return True if supported is None else bool(supported())
+def bf16_products() -> str | None:
+    """What runs the kernel's bfloat16 products here (oneDNN's brgemm picks): AMX tiles, else
+    AVX-512 bf16 dot products; None where the CPU has neither (torch's CPU info)."""
+    if torch.cpu._is_amx_tile_supported():
+        return "AMX tiles"
+    return "AVX-512 bf16 dot products" if torch.cpu._is_avx512_bf16_supported() else None
+
+
+def probe(op: Callable) -> str | None:
+    """None if `op` computes a small joined attention here as a float32 reference does; else why
+    not (the CPU's flags said yes, yet oneDNN may refuse the products: an OS that grants no AMX)."""
+    generator = torch.Generator().manual_seed(0)
+    query, key, value = (torch.randn(2, 2, 5, 8, generator=generator) for _ in range(3))
+    prefix_keys, prefix_values = (torch.randn(1, 2, 3, 8, generator=generator) for _ in range(2))
+    try:
+        got = op(*(t.bfloat16() for t in (query, key, value, prefix_keys, prefix_values)), 8 ** -0.5, False)
+    except RuntimeError as error:
+        return f"refused on this CPU: {' '.join(str(error).split())[:300]}"
+    keys = torch.cat([prefix_keys.expand(2, -1, -1, -1), key], 2)
+    values = torch.cat([prefix_values.expand(2, -1, -1, -1), value], 2)
+    sees = torch.ones(5, 8, dtype=torch.bool).tril(3)  # the whole prefix, then its own keys causally
+    expected = F.scaled_dot_product_attention(query, keys, values, attn_mask=sees).transpose(1, 2)
+    error = float((got.float() - expected).abs().max())
+    return None if error <= PROBE_TOLERANCE else f"computes wrong on this CPU (off by {error:.2g})"

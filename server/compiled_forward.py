@@ -152,7 +152,7 @@ class ItemsForward:
         if weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
             return None
         kernel, why = load_joined_attention()
-        log.info("joined attention: %s (%s)", "ours, on AMX" if kernel is not None else "torch's flash kernel", why)
+        log.info("joined attention: %s (%s)", "ours" if kernel is not None else "torch's flash kernel", why)
         return kernel
 
 

@@ -1,14 +1,15 @@
 """Our joined attention (server/attention_kernel.py, kernels/joined_attention.cpp) against torch's
 flash kernel and float32: in bfloat16 it errs no more than torch's kernel does, on every layout the
 cascade hands it; the runner's items forward passes it down; a build that fails is a reason, never
-an error. The kernel itself runs where it is built: AVX-512 with AMX and a C++ compiler."""
+an error. The kernel itself runs where it is built: AVX-512 with AMX or bf16 dot products, and a
+C++ compiler."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from server import attention_kernel, cascade_attention as cascade_module
-from server.attention_kernel import build, kernels_folder, library_name, load_joined_attention
+from server.attention_kernel import build, kernels_folder, library_name, load_joined_attention, probe
 from server.cascade_attention import PrefixSegments, _attend_joined, cascade_attention, prefix_segments
 from server.model_runner import ModelRunner
 from tests.server.test_cascade_attention import (
@@ -144,7 +145,7 @@ def test_a_failed_build_is_a_reason_to_keep_torchs_kernel(monkeypatch):
         raise RuntimeError("c++ failed: no such header")
     monkeypatch.setattr(attention_kernel, "build", fails)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    monkeypatch.setattr(attention_kernel, "has_amx_tiles", lambda: True)
+    monkeypatch.setattr(attention_kernel, "bf16_products", lambda: "AMX tiles")
     assert load_joined_attention.__wrapped__() == (None, "not built: c++ failed: no such header")
 
 
@@ -155,13 +156,44 @@ def test_where_torch_runs_no_avx512_kernels_nothing_is_built(monkeypatch):
     assert op is None and "AVX2" in why
 
 
-def test_on_avx512_without_amx_nothing_is_built(monkeypatch):
-    """AMD Zen 4 and the Xeons before Sapphire Rapids: a cold start must not spend its seconds
-    building a kernel the CPU cannot run."""
+def test_on_avx512_without_bf16_dot_products_nothing_is_built(monkeypatch):
+    """Skylake and Ice Lake Xeons: a cold start must not spend its seconds building a kernel the
+    CPU cannot run."""
     monkeypatch.setattr(attention_kernel, "build", lambda *args: pytest.fail("built"))
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    assert load_joined_attention.__wrapped__() == (None, "this CPU has no AMX tiles")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    op, why = load_joined_attention.__wrapped__()
+    assert op is None and why == "this CPU has no bfloat16 dot products (AMX tiles or AVX-512 bf16)"
+
+
+@pytest.mark.parametrize(("amx", "avx512_bf16", "expected"), [
+    (True, True, "AMX tiles"), (False, True, "AVX-512 bf16 dot products"), (False, False, None)])
+def test_the_products_run_on_amx_tiles_where_there_are_any(monkeypatch, amx, avx512_bf16, expected):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    assert attention_kernel.bf16_products() == expected
+
+
+def test_the_probe_passes_the_kernel(kernel):
+    assert probe(kernel) is None
+
+
+def test_an_op_that_computes_wrong_or_is_refused_fails_the_probe():
+    def refused(*args):
+        raise RuntimeError("Brgemm is not supported on\n current CPU")
+    assert probe(refused) == "refused on this CPU: Brgemm is not supported on current CPU"
+    assert probe(lambda query, *rest: torch.zeros(2, 5, 2, 8, dtype=torch.bfloat16)).startswith(
+        "computes wrong on this CPU (off by ")
+
+
+def test_an_op_the_probe_fails_keeps_torchs_kernel(monkeypatch):
+    monkeypatch.setattr(attention_kernel, "build", lambda *args: "/nowhere/joined_attention.so")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(attention_kernel, "bf16_products", lambda: "AMX tiles")
+    monkeypatch.setattr(torch.ops, "load_library", lambda path: None)
+    monkeypatch.setattr(attention_kernel, "probe", lambda op: "refused on this CPU: no tiles granted")
+    assert load_joined_attention.__wrapped__() == (None, "refused on this CPU: no tiles granted")
 
 
 def test_the_library_is_named_by_its_source_torch_and_flags():
