@@ -110,15 +110,16 @@ def probe(op: Callable) -> str | None:
     """None if `op` computes a small joined attention here as a float32 reference does; else why
     not (the CPU's flags said yes, yet oneDNN may refuse the products: an OS that grants no AMX)."""
     generator = torch.Generator().manual_seed(0)
-    query, key, value = (torch.randn(2, 2, 5, 8, generator=generator) for _ in range(3))
-    prefix_keys, prefix_values = (torch.randn(1, 2, 3, 8, generator=generator) for _ in range(2))
+    query = torch.randn(2, 2, 5, 64, generator=generator)  # 2 rows, 2 heads over 1 kv head, 5 tokens
+    key, value = (torch.randn(2, 1, 5, 64, generator=generator) for _ in range(2))
+    prefix_keys, prefix_values = (torch.randn(1, 1, 3, 64, generator=generator) for _ in range(2))
     try:
-        got = op(*(t.bfloat16() for t in (query, key, value, prefix_keys, prefix_values)), 8 ** -0.5, False)
+        got = op(*(t.bfloat16() for t in (query, key, value, prefix_keys, prefix_values)), 64 ** -0.5, False)
     except RuntimeError as error:
         return f"refused on this CPU: {' '.join(str(error).split())[:300]}"
     keys = torch.cat([prefix_keys.expand(2, -1, -1, -1), key], 2)
     values = torch.cat([prefix_values.expand(2, -1, -1, -1), value], 2)
     sees = torch.ones(5, 8, dtype=torch.bool).tril(3)  # the whole prefix, then its own keys causally
-    expected = F.scaled_dot_product_attention(query, keys, values, attn_mask=sees).transpose(1, 2)
+    expected = F.scaled_dot_product_attention(query, keys, values, attn_mask=sees, enable_gqa=True).transpose(1, 2)
     error = float((got.float() - expected).abs().max())
     return None if error <= PROBE_TOLERANCE else f"computes wrong on this CPU (off by {error:.2g})"

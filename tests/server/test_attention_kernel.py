@@ -183,7 +183,7 @@ def test_an_op_that_computes_wrong_or_is_refused_fails_the_probe():
     def refused(*args):
         raise RuntimeError("Brgemm is not supported on\n current CPU")
     assert probe(refused) == "refused on this CPU: Brgemm is not supported on current CPU"
-    assert probe(lambda query, *rest: torch.zeros(2, 5, 2, 8, dtype=torch.bfloat16)).startswith(
+    assert probe(lambda query, *rest: torch.zeros(2, 5, 2, 64, dtype=torch.bfloat16)).startswith(
         "computes wrong on this CPU (off by ")
 
 
