@@ -94,16 +94,18 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
 
 
 def load_config(model_path: str, source: str, extra: dict):
-    """The model's config, checked: first the raw config.json (remote code, an unknown family),
-    then as transformers parses and validates it (e.g. a legacy rope_scaling without its factor)."""
+    """The model's config, checked: first the raw config.json (remote code, an unknown family;
+    not for a GGUF file, where each read is a parse of the whole file), then as transformers parses
+    and validates it (e.g. a legacy rope_scaling without its factor)."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    raw, _ = attempt(f"could not load model '{model_path}'", PretrainedConfig.get_config_dict,
-                     source, **extra)
-    reason = remote_code_reason(raw, set(CONFIG_MAPPING.keys()))
-    if reason is not None:
-        raise ModelLoadError(f"refusing model '{model_path}': {reason}")
+    if "gguf_file" not in extra:  # a GGUF file's config is its metadata: no code of its own to refuse
+        raw, _ = attempt(f"could not load model '{model_path}'", PretrainedConfig.get_config_dict,
+                         source, **extra)
+        reason = remote_code_reason(raw, set(CONFIG_MAPPING.keys()))
+        if reason is not None:
+            raise ModelLoadError(f"refusing model '{model_path}': {reason}")
     config = attempt(f"malformed config in '{model_path}'", AutoConfig.from_pretrained, source,
                      trust_remote_code=False, **extra)
     refuse_unsupported(model_path, config)

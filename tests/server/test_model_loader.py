@@ -133,3 +133,22 @@ def test_auto_map_on_a_model_type_transformers_has_uses_its_own_code_not_the_mod
     assert "needs the model's own code" in remote_code_reason(
         {"model_type": "internlm2", "auto_map": {"AutoConfig": "x.Y"}}, {"llama"})
     assert remote_code_reason({"model_type": "gpt2"}, {"llama"}) is None  # refused later, as unsupported
+
+
+@pytest.mark.slow
+def test_the_default_gguf_file_is_parsed_once_for_each_thing_read_from_it(monkeypatch):
+    """Its config, its tokenizer, its weights: each parse reads all of the file's metadata (the
+    default model's 49,152-string vocabulary, ~2 s of a start); it was parsed five times."""
+    import gguf
+
+    from server.config import DEFAULT_MODEL
+
+    parses = []
+    parse = gguf.GGUFReader.__init__
+
+    def counted(reader, *args, **kwargs):
+        parses.append(args)
+        parse(reader, *args, **kwargs)
+    monkeypatch.setattr(gguf.GGUFReader, "__init__", counted)
+    load_model(DEFAULT_MODEL, torch.device("cpu"), torch.float32)
+    assert len(parses) == 3
