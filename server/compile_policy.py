@@ -7,7 +7,7 @@ processor's flags and whether a warm compile cache exists are read by the caller
 one with AMX and 1.34-1.49x with AVX-512 bf16 alone (AMD Zen 4: mostly our attention kernel,
 which only the compiled forward takes; docs/performance.md), and wherever a warm
 compile cache for this model, dtype and processor is already on disk (the warm-up then takes
-seconds: 8.6 s more than an eager start on Zen 4, and even float32 gains ~12 %). Elsewhere
+seconds: about 9 s more than an eager start on Zen 4, and even float32 gains ~12 %). Elsewhere
 (float32 on a cold cache, CUDA) it stays eager: minutes of compiling for a gain not measured to
 repay them. `on` and `off` force it.
 """
