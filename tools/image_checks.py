@@ -1,7 +1,8 @@
 """`make test-image`'s checks of the two built images (tools/images.py builds them first).
 
 The server image, with a read-only root and only /cache writable (as the operator's pods run it),
-starts as 65532, gets ready and answers the README's request with the baked-in model. The control
+starts as 65532, gets ready and answers the README's request with the baked-in model; its
+`--compile auto` found the image's C++ compiler, and compiled where this CPU has native bf16. The control
 image runs `python -m fleet_operator --help` and `python -m gateway --help`, imports every module
 of both packages, has no torch or transformers, runs as 65532 and is under MAX_CONTROL_BYTES.
 Each check prints one line; the first failure ends the run with what it saw.
@@ -18,8 +19,12 @@ from collections.abc import Iterator
 
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
-# Loading the GGUF takes ~20-30 s on a quiet machine, 77-131 s measured on a busy 2-core CI machine.
-HEALTHY_TIMEOUT_S = 300
+# Loading the GGUF takes ~20-30 s on a quiet machine, 77-131 s measured on a busy 2-core CI machine;
+# where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
+HEALTHY_TIMEOUT_S = 600
+# server/compile_policy.py's FAST_BF16_CPU_FLAGS (a test keeps them equal): where `auto` compiles
+# bfloat16, which `--dtype auto` picks on such a CPU.
+FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 SEED_REQUEST = {
     "query": "What is the capital of California? Answer Yes or No for each of the following options:",
     "items": ["Sacramento", "San Jose", "San Francisco"],
@@ -110,6 +115,36 @@ def _score(base: str) -> list[list[float]]:
     return scores
 
 
+def compile_problem(info: dict, cpu_flags: frozenset[str]) -> str | None:
+    """What is wrong with the server's compile decision (/get_server_info's `compile`,
+    `compile_reason`, `dtype`) on a CPU with these /proc/cpuinfo flags, or None."""
+    reason = info.get("compile_reason") or ""
+    if "no C++ compiler" in reason:
+        return f"the image has no C++ compiler for `--compile auto`: {reason}"
+    fast = [flag for flag in FAST_BF16_CPU_FLAGS if flag in cpu_flags]
+    if fast and info.get("dtype") == "bfloat16" and info.get("compile") != "on":
+        return f"bfloat16 on a CPU with {', '.join(fast)}, yet the items forward is eager: {reason}"
+    return None
+
+
+def host_cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The container runs on the host's processor: its first `flags` line."""
+    try:
+        with open(cpuinfo) as text:
+            for line in text:
+                name, _, value = line.partition(":")
+                if name.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _server_info(base: str) -> dict:
+    with urllib.request.urlopen(f"{base}/get_server_info", timeout=10) as response:
+        return json.load(response)
+
+
 def cache_tmpfs(engine: str) -> str:
     """--tmpfs for /cache, writable by 65532: podman chowns it with U; docker takes mount options."""
     return "/cache:U" if engine.endswith("podman") else f"/cache:uid={RUN_AS},gid={RUN_AS}"
@@ -125,6 +160,11 @@ def check_server(engine: str, image: str) -> Iterator[str]:
         ready_s = _wait_ready(base, name, engine, started)
         yield f"server: ready after {ready_s:.0f} s (read-only root, /cache a tmpfs)"
         yield f"server: the seed request scored {_score(base)}"
+        info = _server_info(base)
+        problem = compile_problem(info, host_cpu_flags())
+        if problem:
+            raise CheckFailed(f"server: {problem}")
+        yield f"server: items forward {'compiled' if info['compile'] == 'on' else 'eager'} ({info['compile_reason']})"
         uid = _run([engine, "exec", name, "id", "-u"]).strip()
         if uid != RUN_AS:
             raise CheckFailed(f"server: runs as uid {uid}, not {RUN_AS}")

@@ -26,13 +26,17 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-BASE_IMAGE = "localhost/scoring-fleet-base:bookworm"
 DEBIAN_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-BASE_PACKAGES = "python3,python3-venv,python3-pip"
+# python:3.11-slim's Python: the interpreter, venv, pip, and its headers (python:3.11-slim has them;
+# inductor builds its CPU kernels against Python.h).
+BASE_PACKAGES = "python3,python3-venv,python3-pip,python3-dev"
 # python:3.11-slim's environment, one --change each (podman import takes no multi-variable ENV).
 BASE_CHANGES = ("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "ENV LANG=C.UTF-8", 'CMD ["python3"]')
+# Tagged by what it is made of, so that a change above makes a new one, never reuses a stale one.
+BASE_IMAGE = ("localhost/scoring-fleet-base:" + DEBIAN_SUITE + "-"
+              + hashlib.sha256(repr((BASE_PACKAGES, BASE_CHANGES)).encode()).hexdigest()[:8])
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # The wheels' target: the base image's Python (bookworm: 3.11) on x86-64 glibc.
 WHEEL_TARGET = ("--python-version", "3.11", "--only-binary=:all:",

