@@ -15,7 +15,7 @@ from dataclasses import replace
 from server.app import create_app
 from server.classifier import Classifier
 from server.classifier_support import is_sequence_classifier
-from server.compile_start import compile_if_it_pays
+from server.compile_start import compile_if_it_pays, use_attention_kernel_eager
 from server.config import ServerConfig, parse_args
 from server.connections import uvicorn_config
 from server.cpus import detect_usable_cpus
@@ -90,6 +90,8 @@ def load(config: ServerConfig):
     load_started = time.monotonic()
     runner = build_runner(config)
     choice = compile_if_it_pays(config, runner)
+    if not choice.compile:
+        use_attention_kernel_eager(config, runner)
     config = replace(config, compile="on" if choice.compile else "off", compile_reason=choice.reason)
     reranker = build_reranker(config, runner)
     import torch

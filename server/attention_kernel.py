@@ -77,8 +77,10 @@ def build(folder: Path, compiler: str) -> Path:
 
 
 @functools.cache
-def load_joined_attention() -> tuple[Callable | None, str]:
-    """(the op, why) or (None, why not); once a process (a library registers its op once)."""
+def load_joined_attention(folder: Path | None = None) -> tuple[Callable | None, str]:
+    """(the op, why) or (None, why not), the library built in `folder` (None: kernels_folder());
+    once a process: a library registers its op once, so a later call with another folder gets the
+    op already loaded."""
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         return None, f"torch runs {torch.backends.cpu.get_cpu_capability()} kernels here, not AVX512"
     products = bf16_products()
@@ -86,16 +88,39 @@ def load_joined_attention() -> tuple[Callable | None, str]:
         return None, "this CPU has no bfloat16 dot products (AMX tiles or AVX-512 bf16)"
     from torch._inductor.cpp_builder import get_cpp_compiler
 
-    try:
-        library = build(kernels_folder(), get_cpp_compiler())
-        torch.ops.load_library(str(library))
-    except Exception as error:  # noqa: BLE001 - no compiler (inductor's own error type), a failed build or load
-        return None, f"not built: {error}"
-    op = torch.ops.scoringfleet_kernels.joined_attention
+    op = _loaded_op()
+    if op is not None:
+        library = "this process's library"
+    else:
+        try:
+            library = _build_where_writable(folder, get_cpp_compiler())
+            torch.ops.load_library(str(library))
+        except Exception as error:  # noqa: BLE001 - no compiler (inductor's own error type), a failed build or load
+            return None, f"not built: {error}"
+        op = torch.ops.scoringfleet_kernels.joined_attention
     refusal = probe(op)
     if refusal is not None:
         return None, refusal
     return op, f"on {products}, loaded from {library}"
+
+
+def _loaded_op() -> Callable | None:
+    """Our op, where a library of ours is already loaded in this process."""
+    try:
+        return torch.ops.scoringfleet_kernels.joined_attention
+    except (AttributeError, RuntimeError):  # no such namespace or op yet
+        return None
+
+
+def _build_where_writable(folder: Path | None, compiler: str) -> Path:
+    """build() in `folder`, else (None, or a read-only volume that lacks the library) in
+    kernels_folder()."""
+    if folder is not None:
+        try:
+            return build(folder, compiler)
+        except OSError:
+            pass
+    return build(kernels_folder(), compiler)
 
 
 def bf16_products() -> str | None:

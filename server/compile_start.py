@@ -44,14 +44,26 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
     return choice
 
 
+def use_attention_kernel_eager(config: ServerConfig, runner) -> None:
+    """An eager runner (not compiled, or its compile failed) still takes our joined attention
+    where it runs (bfloat16 on a CPU with bf16 dot products: 3-7x torch's attention there), its
+    library kept beside the compile caches, so it is built once a volume (~10 s on 2 cores)."""
+    use = getattr(runner, "use_attention_kernel", None)  # a cross-encoder has no joined attention
+    if use is not None:
+        use(compile_root(config) / "kernels")
+
+
+def compile_root(config: ServerConfig) -> Path:
+    """--compile-cache-dir, default on the model cache volume."""
+    return Path(config.compile_cache_dir) if config.compile_cache_dir else default_root()
+
+
 def compile_cache_for(config: ServerConfig, runner, cpu_flags: frozenset[str]) -> CompileCache:
-    """This server's cache: under --compile-cache-dir (default: on the model cache volume), keyed
-    by what the compiled graph depends on."""
+    """This server's cache: under compile_root(), keyed by what the compiled graph depends on."""
     import torch
     import transformers
 
-    root = Path(config.compile_cache_dir) if config.compile_cache_dir else default_root()
-    return CompileCache(root, {
+    return CompileCache(compile_root(config), {
         "torch": torch.__version__, "transformers": transformers.__version__,
         "model": config.model_path, "model_config": runner.model.config.to_json_string(),
         "dtype": config.dtype, "isa": processor_isa(runner.device, cpu_flags), **runner.compile_settings(),

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 
@@ -56,6 +57,12 @@ WARM_UP_QUERIES = (1, 2)
 # 14.9 items/s: aten::mm as fast as the prepacked linear); freezing buys +12 % only in float32 on
 # AVX2 (`compile(freeze=True)`), and on a GPU it would hold the weights twice, out of the KV budget.
 FREEZE_WEIGHTS = False
+
+
+def compile_settings(layout: str, freeze: bool) -> dict[str, object]:
+    """What a compile in `layout` builds, beyond the model: part of the compile cache's key."""
+    return {"layout": layout, "freeze": freeze, "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES),
+            "rewrites": DECODER_REWRITES, "tracing": TRACING_SETTINGS}
 
 
 def compilable(rows: int, own_tokens: int, prefix_slots: int) -> bool:
@@ -129,7 +136,7 @@ class ItemsForward:
             rotary, fused = realize_rotary_tables(self._decoder), fuse_gate_up(self._decoder)
             log.info("decoder rewritten for the compile: %d rotary modules' tables realized, %d MLPs' gate "
                      "and up fused", rotary, fused)
-            self.joined_kernel = self._joined_attention_kernel()
+            self.use_joined_attention()
             with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
                 for num_queries in WARM_UP_QUERIES:
                     warm_up(*first, num_queries)
@@ -145,15 +152,17 @@ class ItemsForward:
                  layout, ", weights frozen" if freeze else "", elapsed, self.num_eager_fallbacks)
         return elapsed
 
-    def _joined_attention_kernel(self) -> Callable | None:
-        """Our joined attention where the decoder runs in bfloat16 on CPU and the kernel loads
-        (attention_kernel.py), else None (torch's flash kernel); the log says which and why."""
+    def use_joined_attention(self, folder: Path | None = None) -> None:
+        """Every forward, eager or compiled, takes our joined attention where the decoder runs in
+        bfloat16 on CPU and the kernel loads (attention_kernel.py; its library built in `folder`,
+        None: beside inductor's kernels), else torch's flash kernel; the log says which and why.
+        compile() calls it; an eager server calls it at start."""
         weight = next(self._decoder.parameters(), None)
         if weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
-            return None
-        kernel, why = load_joined_attention()
-        log.info("joined attention: %s (%s)", "ours" if kernel is not None else "torch's flash kernel", why)
-        return kernel
+            self.joined_kernel = None
+            return
+        self.joined_kernel, why = load_joined_attention(folder)
+        log.info("joined attention: %s (%s)", "ours" if self.joined_kernel is not None else "torch's flash kernel", why)
 
 
 def _configure_tracing() -> None:

@@ -18,6 +18,7 @@ here. Never sees a queue; never decodes.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable, Sequence as Seq
 
 import torch
@@ -26,16 +27,7 @@ from server.attention_masks import additive_mask, num_kept
 from server.batch_cache import batch_cache
 from server.batch_layout import MAX_PADDING_FRACTION, max_forward_tokens, plan_groups
 from server.cascade_attention import cascade_reason, own_keys_recorded, register
-from server.compiled_forward import (
-    CASCADE,
-    DECODER_REWRITES,
-    FREEZE_WEIGHTS,
-    MASKED,
-    TRACING_SETTINGS,
-    WARM_UP_QUERIES,
-    WARM_UP_SHAPES,
-    ItemsForward,
-)
+from server.compiled_forward import CASCADE, FREEZE_WEIGHTS, MASKED, ItemsForward, compile_settings
 from server.forward_rows import forward_rows, prefix_segments
 from server.heads import head_of
 from server.lora import Adapter
@@ -114,10 +106,8 @@ class ModelRunner:
 
     def compile_settings(self, freeze: bool | None = None) -> dict[str, object]:
         """What compile() would build, for the compile cache's key."""
-        return {"layout": CASCADE if self.shares_query_in_forward else MASKED,
-                "freeze": FREEZE_WEIGHTS if freeze is None else freeze,
-                "warm_up": (WARM_UP_SHAPES, WARM_UP_QUERIES), "rewrites": DECODER_REWRITES,
-                "tracing": TRACING_SETTINGS}
+        return compile_settings(CASCADE if self.shares_query_in_forward else MASKED,
+                                FREEZE_WEIGHTS if freeze is None else freeze)
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes
@@ -131,6 +121,11 @@ class ModelRunner:
             return self._items_forward.compile(self._warm_up, CASCADE if cascade else MASKED, freeze)
         finally:
             self.use_cascade = previous
+
+    def use_attention_kernel(self, folder: Path | None = None) -> None:
+        """Eager forwards take our joined attention where it runs, its library built in `folder`
+        (ItemsForward.use_joined_attention; compile() does this itself)."""
+        self._items_forward.use_joined_attention(folder)
 
     def _warm_up(self, rows: int, own_tokens: int, prefix_tokens: int, num_queries: int = 1) -> None:
         """A synthetic forward: `rows` items of `own_tokens` under `num_queries` distinct queries

@@ -124,6 +124,67 @@ def test_the_runners_items_forward_hands_its_kernel_to_every_joined_call(tiny_mo
         assert row_after == pytest.approx(row_before, abs=1e-6)
 
 
+class CountedOp:
+    """A real op, its calls counted."""
+
+    def __init__(self, op):
+        self.op, self.calls = op, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.op(*args)
+
+
+def test_an_eager_server_takes_our_kernel_where_it_runs(kernel, tiny_model_dir, tmp_path):
+    """--compile off (as LoRA adapters and a failed compile leave a server): its eager forwards'
+    joined calls go through our kernel too, scoring as torch's kernel does within bfloat16."""
+    from transformers import AutoTokenizer
+
+    from server.__main__ import load
+    from server.config import ServerConfig
+
+    config, runner, _ = load(ServerConfig(model_path=str(tiny_model_dir), dtype="bfloat16", compile="off",
+                                          compile_cache_dir=str(tmp_path)))
+    assert config.compile == "off" and runner._items_forward.joined_kernel is kernel
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    runner = ModelRunner(tiny_model("llama", len(tokenizer)).to(torch.bfloat16), tokenizer)
+    sequences = [seq for request in zoo_requests(runner) for seq in request.sequences]
+    torchs = runner.run(sequences).scores
+    runner.use_attention_kernel(tmp_path)
+    counted = runner._items_forward.joined_kernel = CountedOp(runner._items_forward.joined_kernel)
+    ours = runner.run(sequences).scores
+    assert counted.calls > 0
+    for row_torchs, row_ours in zip(torchs, ours, strict=True):
+        assert row_ours == pytest.approx(row_torchs, abs=2e-3)
+
+
+def test_a_float32_runner_loads_no_kernel(tiny_model_dir, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from server import compiled_forward
+
+    monkeypatch.setattr(compiled_forward, "load_joined_attention", lambda folder=None: pytest.fail("loaded"))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    runner = ModelRunner(tiny_model("llama", len(tokenizer)), tokenizer)
+    runner.use_attention_kernel()
+    assert runner._items_forward.joined_kernel is None
+
+
+def test_a_read_only_folder_builds_where_this_process_can_write(monkeypatch, tmp_path):
+    built = []
+
+    def build_here(folder, compiler):
+        if folder == tmp_path / "read-only":
+            raise PermissionError(f"[Errno 13] Permission denied: '{folder}'")
+        built.append(folder)
+        return folder / "joined_attention.so"
+    monkeypatch.setattr(attention_kernel, "build", build_here)
+    library = "joined_attention.so"
+    assert attention_kernel._build_where_writable(tmp_path / "read-only", "g++") == kernels_folder() / library
+    assert attention_kernel._build_where_writable(tmp_path / "volume", "g++") == tmp_path / "volume" / library
+    assert built == [kernels_folder(), tmp_path / "volume"]
+
+
 @pytest.mark.parametrize("case", [
     pytest.param([t.float() for t in joined_case(2, 3, 5, 4, 2, 8)], id="float32"),
     pytest.param(joined_case(2, 3, 5, 4, 2, 7), id="an-odd-head-dim"),
@@ -144,6 +205,7 @@ def test_a_failed_build_is_a_reason_to_keep_torchs_kernel(monkeypatch):
     def fails(folder, compiler):
         raise RuntimeError("c++ failed: no such header")
     monkeypatch.setattr(attention_kernel, "build", fails)
+    monkeypatch.setattr(attention_kernel, "_loaded_op", lambda: None)  # as in a fresh process
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(attention_kernel, "bf16_products", lambda: "AMX tiles")
     assert load_joined_attention.__wrapped__() == (None, "not built: c++ failed: no such header")
@@ -189,6 +251,7 @@ def test_an_op_that_computes_wrong_or_is_refused_fails_the_probe():
 
 def test_an_op_the_probe_fails_keeps_torchs_kernel(monkeypatch):
     monkeypatch.setattr(attention_kernel, "build", lambda *args: "/nowhere/joined_attention.so")
+    monkeypatch.setattr(attention_kernel, "_loaded_op", lambda: None)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(attention_kernel, "bf16_products", lambda: "AMX tiles")
     monkeypatch.setattr(torch.ops, "load_library", lambda path: None)

@@ -18,7 +18,7 @@ import pytest
 
 from bench.server_process import free_port
 from server.compile_cache import MARKER
-from server.compile_start import compile_if_it_pays
+from server.compile_start import compile_if_it_pays, use_attention_kernel_eager
 from server.config import ServerConfig
 from server.errors import ModelLoadError
 from tests.kit.servers import server_env, wait_ready
@@ -53,6 +53,14 @@ class StandInRunner:
 
 def config(tmp_path: Path, mode: str) -> ServerConfig:
     return ServerConfig(compile=mode, compile_cache_dir=str(tmp_path / "compile")).resolve("cpu", "float32")
+
+
+def test_an_eager_runner_builds_our_attention_beside_the_compile_caches(tmp_path):
+    folders = []
+    runner = type("EagerRunner", (), {"use_attention_kernel": lambda self, folder: folders.append(folder)})()
+    use_attention_kernel_eager(config(tmp_path, "off"), runner)
+    use_attention_kernel_eager(config(tmp_path, "off"), StandInRunner())  # no joined attention: nothing
+    assert folders == [tmp_path / "compile" / "kernels"]
 
 
 def test_on_compiles_and_marks_the_cache_warm(tmp_path):
