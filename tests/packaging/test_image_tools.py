@@ -187,7 +187,7 @@ def test_the_image_check_knows_where_auto_compiles_as_the_server_does():
 def test_the_server_image_has_a_cpp_compiler_and_the_base_stand_in_pythons_headers():
     dockerfile = (ROOT / "Dockerfile").read_text()
     server_stage = dockerfile[dockerfile.index("AS server"):]
-    assert "apt-get install -y --no-install-recommends g++" in server_stage
+    assert "apt-get install -y --no-install-recommends \"g++=${GXX_VERSION}\"" in server_stage
     assert "python3-dev" in image_offline.BASE_PACKAGES.split(",")
 
 
