@@ -92,7 +92,9 @@ def load(config: ServerConfig):
     choice = compile_if_it_pays(config, runner)
     if not choice.compile:
         use_attention_kernel_eager(config, runner)
-    config = replace(config, compile="on" if choice.compile else "off", compile_reason=choice.reason)
+    backend, why = runner.attention
+    config = replace(config, compile="on" if choice.compile else "off", compile_reason=choice.reason,
+                     attention_backend=backend, attention_backend_reason=why)
     reranker = build_reranker(config, runner)
     import torch
 

@@ -81,6 +81,7 @@ class ItemsForward:
         self._warm = False  # until the warm-up is over, compiling is what a call is for
         self.num_eager_fallbacks = 0
         self.joined_kernel: Callable | None = None  # the cascade's joined attention, where ours runs
+        self.attention = ("torch", "our kernel not loaded")  # /get_server_info's attention_backend and why
 
     @property
     def is_compiled(self) -> bool:
@@ -141,7 +142,7 @@ class ItemsForward:
                 for num_queries in WARM_UP_QUERIES:
                     warm_up(*first, num_queries)
         except BaseException:
-            self._layout = self._compiled = self.joined_kernel = None  # eager, as before: no compile under traffic
+            self._layout = self._compiled = None  # eager, as before: no compile under traffic
             raise
         self._warm = True
         for shape in others:  # must not compile again: a fallback here is logged below
@@ -159,9 +160,10 @@ class ItemsForward:
         compile() calls it; an eager server calls it at start."""
         weight = next(self._decoder.parameters(), None)
         if weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
-            self.joined_kernel = None
+            self.joined_kernel, self.attention = None, ("torch", "our kernel computes bfloat16 on CPU only")
             return
         self.joined_kernel, why = load_joined_attention(folder)
+        self.attention = ("scoringfleet" if self.joined_kernel is not None else "torch", why)
         log.info("joined attention: %s (%s)", "ours" if self.joined_kernel is not None else "torch's flash kernel", why)
 
 

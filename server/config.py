@@ -86,6 +86,10 @@ class ServerConfig:
         f"the env var {COMPILE_ENV}, else auto)",
         nargs="?", const="on"))
     compile_reason: str | None = field(default=None, metadata=flag(None))  # why, once resolved
+    # The attention the forwards take once loaded: "scoringfleet" (our kernel), "torch" or
+    # "transformers" (a cross-encoder's own), and why (SGLang's server info has attention_backend).
+    attention_backend: str | None = field(default=None, metadata=flag(None))
+    attention_backend_reason: str | None = field(default=None, metadata=flag(None))
     compile_cache_dir: str | None = field(default=None, metadata=flag(  # None: compile_cache.default_root
         "where compiled kernels are kept for the next start, one folder per torch, model, dtype "
         "and processor (default: $HF_HOME/scoringfleet/compile, on the model cache volume)",

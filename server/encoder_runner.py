@@ -34,6 +34,7 @@ class EncoderRunner:
     is_compiled = False
     can_compile = False  # no items forward to compile: each pair runs whole, eager (compile_start)
     eager_reason = "eager: a cross-encoder has no items forward to compile"
+    attention = ("transformers", "a cross-encoder runs its family's own attention")
 
     def __init__(self, model, tokenizer, device: torch.device | str = "cpu",
                  max_padding_fraction: float = ENCODER_MAX_PADDING_FRACTION) -> None:

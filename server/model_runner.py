@@ -122,6 +122,11 @@ class ModelRunner:
         finally:
             self.use_cascade = previous
 
+    @property
+    def attention(self) -> tuple[str, str]:
+        """(the joined attention's backend, why): "scoringfleet" (ours) or "torch"."""
+        return self._items_forward.attention
+
     def use_attention_kernel(self, folder: Path | None = None) -> None:
         """Eager forwards take our joined attention where it runs, its library built in `folder`
         (ItemsForward.use_joined_attention; compile() does this itself)."""

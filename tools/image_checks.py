@@ -2,7 +2,8 @@
 
 The server image, with a read-only root and only /cache writable (as the operator's pods run it),
 starts as 65532, gets ready and answers the README's request with the baked-in model; its
-`--compile auto` found the image's C++ compiler, and compiled where this CPU has native bf16. The control
+`--compile auto` found the image's C++ compiler, and where this CPU has native bf16 compiled, its
+attention through our kernel. The control
 image runs `python -m fleet_operator --help` and `python -m gateway --help`, imports every module
 of both packages, has no torch or transformers, runs as 65532 and is under MAX_CONTROL_BYTES.
 Each check prints one line; the first failure ends the run with what it saw.
@@ -115,15 +116,20 @@ def _score(base: str) -> list[list[float]]:
     return scores
 
 
-def compile_problem(info: dict, cpu_flags: frozenset[str]) -> str | None:
-    """What is wrong with the server's compile decision (/get_server_info's `compile`,
-    `compile_reason`, `dtype`) on a CPU with these /proc/cpuinfo flags, or None."""
+def fast_path_problem(info: dict, cpu_flags: frozenset[str]) -> str | None:
+    """What keeps the server off its fast path on a CPU with these /proc/cpuinfo flags (from
+    /get_server_info's `dtype`, `compile`, `attention_backend` and their reasons), or None."""
     reason = info.get("compile_reason") or ""
     if "no C++ compiler" in reason:
         return f"the image has no C++ compiler for `--compile auto`: {reason}"
     fast = [flag for flag in FAST_BF16_CPU_FLAGS if flag in cpu_flags]
-    if fast and info.get("dtype") == "bfloat16" and info.get("compile") != "on":
+    if not fast or info.get("dtype") != "bfloat16":
+        return None
+    if info.get("compile") != "on":
         return f"bfloat16 on a CPU with {', '.join(fast)}, yet the items forward is eager: {reason}"
+    if info.get("attention_backend") != "scoringfleet":
+        why = info.get("attention_backend_reason")
+        return f"bfloat16 on a CPU with {', '.join(fast)}, yet not our attention: {why}"
     return None
 
 
@@ -161,10 +167,11 @@ def check_server(engine: str, image: str) -> Iterator[str]:
         yield f"server: ready after {ready_s:.0f} s (read-only root, /cache a tmpfs)"
         yield f"server: the seed request scored {_score(base)}"
         info = _server_info(base)
-        problem = compile_problem(info, host_cpu_flags())
+        problem = fast_path_problem(info, host_cpu_flags())
         if problem:
             raise CheckFailed(f"server: {problem}")
         yield f"server: items forward {'compiled' if info['compile'] == 'on' else 'eager'} ({info['compile_reason']})"
+        yield f"server: attention {info['attention_backend']} ({info['attention_backend_reason']})"
         uid = _run([engine, "exec", name, "id", "-u"]).strip()
         if uid != RUN_AS:
             raise CheckFailed(f"server: runs as uid {uid}, not {RUN_AS}")

@@ -164,17 +164,24 @@ AMX = frozenset({"avx512f", "amx_tile", "amx_bf16", "avx512_bf16"})
 AVX2 = frozenset({"avx2", "fma"})
 
 
+OURS = {"attention_backend": "scoringfleet", "attention_backend_reason": "on AMX tiles, loaded from ..."}
+
+
 @pytest.mark.parametrize(("info", "cpu_flags", "problem"), [
-    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16"}, AMX, None),
-    ({"compile": "off", "compile_reason": "auto: eager in float32 on a cold compile cache", "dtype": "float32"},
-     AVX2, None),
+    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16", **OURS},
+     AMX, None),
+    ({"compile": "off", "compile_reason": "auto: eager in float32 on a cold compile cache", "dtype": "float32",
+      "attention_backend": "torch"}, AVX2, None),
     ({"compile": "off", "compile_reason": "auto: eager, no C++ compiler for inductor's CPU kernels",
       "dtype": "float32"}, AVX2, "the image has no C++ compiler"),
-    ({"compile": "off", "compile_reason": "auto: bfloat16 ...; the compile failed, eager", "dtype": "bfloat16"},
-     AMX, "bfloat16 on a CPU with amx_bf16, avx512_bf16, yet the items forward is eager"),
-], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed"])
-def test_the_server_images_compile_decision_is_checked_against_the_cpu(info, cpu_flags, problem):
-    found = image_checks.compile_problem(info, cpu_flags)
+    ({"compile": "off", "compile_reason": "auto: bfloat16 ...; the compile failed, eager", "dtype": "bfloat16",
+      **OURS}, AMX, "bfloat16 on a CPU with amx_bf16, avx512_bf16, yet the items forward is eager"),
+    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16",
+      "attention_backend": "torch", "attention_backend_reason": "not built: g++ failed"}, AMX,
+     "yet not our attention: not built: g++ failed"),
+], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed", "kernel-not-built"])
+def test_the_server_images_fast_path_is_checked_against_the_cpu(info, cpu_flags, problem):
+    found = image_checks.fast_path_problem(info, cpu_flags)
     assert (found is None) if problem is None else (problem in found)
 
 

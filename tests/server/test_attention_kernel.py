@@ -146,6 +146,7 @@ def test_an_eager_server_takes_our_kernel_where_it_runs(kernel, tiny_model_dir, 
     config, runner, _ = load(ServerConfig(model_path=str(tiny_model_dir), dtype="bfloat16", compile="off",
                                           compile_cache_dir=str(tmp_path)))
     assert config.compile == "off" and runner._items_forward.joined_kernel is kernel
+    assert config.attention_backend == "scoringfleet" and config.attention_backend_reason.startswith("on ")
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     runner = ModelRunner(tiny_model("llama", len(tokenizer)).to(torch.bfloat16), tokenizer)
     sequences = [seq for request in zoo_requests(runner) for seq in request.sequences]

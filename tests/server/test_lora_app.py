@@ -81,6 +81,8 @@ def test_v1_models_and_server_info_show_the_adapters(lora):
     assert info["lora_paths"] == {name: str(path) for name, path in folders.items()}
     assert (info["compile"], info["compile_reason"]) == ("off", "eager: LoRA adapters are applied by hooks a "
                                                                 "compiled graph cannot take")
+    assert (info["attention_backend"], info["attention_backend_reason"]) == (
+        "torch", "our kernel computes bfloat16 on CPU only")  # this server runs float32
 
 
 @pytest.mark.parametrize("case", ["missing-folder", "another-base-model", "dora"])
