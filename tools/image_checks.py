@@ -23,9 +23,13 @@ MAX_CONTROL_BYTES = 500_000_000
 # Loading the GGUF takes ~20-30 s on a quiet machine, 77-131 s measured on a busy 2-core CI machine;
 # where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
 HEALTHY_TIMEOUT_S = 600
-# server/compile_policy.py's FAST_BF16_CPU_FLAGS (a test keeps them equal): where `auto` compiles
-# bfloat16, which `--dtype auto` picks on such a CPU.
-FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+# Run in the server's container: the flags of its CPU on which `auto` compiles bfloat16 (which
+# `--dtype auto` picks there), as the server itself reads them.
+FAST_CPU_FLAGS_SCRIPT = """
+from server.compile_policy import FAST_BF16_CPU_FLAGS
+from server.compile_start import read_cpu_flags
+print(" ".join(flag for flag in FAST_BF16_CPU_FLAGS if flag in read_cpu_flags()))
+"""
 SEED_REQUEST = {
     "query": "What is the capital of California? Answer Yes or No for each of the following options:",
     "items": ["Sacramento", "San Jose", "San Francisco"],
@@ -116,34 +120,21 @@ def _score(base: str) -> list[list[float]]:
     return scores
 
 
-def fast_path_problem(info: dict, cpu_flags: frozenset[str]) -> str | None:
-    """What keeps the server off its fast path on a CPU with these /proc/cpuinfo flags (from
-    /get_server_info's `dtype`, `compile`, `attention_backend` and their reasons), or None."""
+def fast_path_problem(info: dict, fast_cpu_flags: list[str]) -> str | None:
+    """What keeps the server off its fast path on a CPU with these of compile_policy's
+    FAST_BF16_CPU_FLAGS (from /get_server_info's `dtype`, `compile`, `attention_backend` and their
+    reasons), or None."""
     reason = info.get("compile_reason") or ""
     if "no C++ compiler" in reason:
         return f"the image has no C++ compiler for `--compile auto`: {reason}"
-    fast = [flag for flag in FAST_BF16_CPU_FLAGS if flag in cpu_flags]
-    if not fast or info.get("dtype") != "bfloat16":
+    if not fast_cpu_flags or info.get("dtype") != "bfloat16":
         return None
     if info.get("compile") != "on":
-        return f"bfloat16 on a CPU with {', '.join(fast)}, yet the items forward is eager: {reason}"
+        return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet the items forward is eager: {reason}"
     if info.get("attention_backend") != "scoringfleet":
         why = info.get("attention_backend_reason")
-        return f"bfloat16 on a CPU with {', '.join(fast)}, yet not our attention: {why}"
+        return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet not our attention: {why}"
     return None
-
-
-def host_cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
-    """The container runs on the host's processor: its first `flags` line."""
-    try:
-        with open(cpuinfo) as text:
-            for line in text:
-                name, _, value = line.partition(":")
-                if name.strip() == "flags":
-                    return frozenset(value.split())
-    except OSError:
-        pass
-    return frozenset()
 
 
 def _server_info(base: str) -> dict:
@@ -167,7 +158,8 @@ def check_server(engine: str, image: str) -> Iterator[str]:
         yield f"server: ready after {ready_s:.0f} s (read-only root, /cache a tmpfs)"
         yield f"server: the seed request scored {_score(base)}"
         info = _server_info(base)
-        problem = fast_path_problem(info, host_cpu_flags())
+        fast_cpu_flags = _run([engine, "exec", name, "python", "-c", FAST_CPU_FLAGS_SCRIPT]).split()
+        problem = fast_path_problem(info, fast_cpu_flags)
         if problem:
             raise CheckFailed(f"server: {problem}")
         yield f"server: items forward {'compiled' if info['compile'] == 'on' else 'eager'} ({info['compile_reason']})"
