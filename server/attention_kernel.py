@@ -66,6 +66,8 @@ def build(folder: Path, compiler: str) -> Path:
     if library.exists():
         return library
     folder.mkdir(parents=True, exist_ok=True)
+    if not os.access(folder, os.W_OK):  # a read-only volume: say so, not the compiler's own failure
+        raise PermissionError(f"cannot write the kernel's library in {folder}")
     partial = folder / f".{library.name}.{uuid.uuid4().hex}.partial"  # pods share the folder, and pids
     done = subprocess.run([compiler, str(SOURCE), "-o", str(partial), *flags], capture_output=True, text=True,
                           timeout=BUILD_TIMEOUT_S)

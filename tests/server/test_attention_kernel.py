@@ -202,6 +202,13 @@ def test_a_failed_build_raises_and_leaves_no_library(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_folder_it_cannot_write_is_a_permission_error_before_any_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(attention_kernel.os, "access", lambda path, mode: False)  # root may write anywhere
+    with pytest.raises(PermissionError, match="cannot write the kernel's library"):
+        build(tmp_path, "false")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failed_build_is_a_reason_to_keep_torchs_kernel(monkeypatch):
     def fails(folder, compiler):
         raise RuntimeError("c++ failed: no such header")
