@@ -7,8 +7,11 @@ message is one line naming the cause (the process exits 2). Knows nothing about 
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -63,8 +66,6 @@ def default_model_file() -> Path:
 def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     """Return (model, tokenizer), the model in eval mode on `device` in `dtype`; ModelLoadError
     if it cannot be found or loaded, or if the runner cannot score it exactly."""
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
-
     path = default_model_file() if model_path == DEFAULT_MODEL else Path(model_path)
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -74,11 +75,17 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
         source, extra = model_path, {}
     if extra:  # __main__ has said what loads on which device; here only where a GGUF file is
         log.info("reading GGUF file %s", path)
+    with gguf_read_once() if extra else contextlib.nullcontext():
+        return _load(model_path, source, extra, device, dtype)
+
+
+def _load(model_path: str, source: str, extra: dict, device: torch.device, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
     config = load_config(model_path, source, extra)  # an unsupported model is refused before its weights
     auto_model = (AutoModelForSequenceClassification if is_sequence_classifier(config)
                   else AutoModelForCausalLM)
-    # NOTE: the config goes to both loads: each would read it again, and from a GGUF file that
-    # is a parse of the whole file (its 49,152-string vocabulary for the default model, ~2 s).
+    # NOTE: the config goes to both loads: each would read it again.
     tokenizer = attempt(f"could not load the tokenizer of '{model_path}'",
                         AutoTokenizer.from_pretrained, source, config=config, trust_remote_code=False, **extra)
     model, loading = attempt(f"could not load the weights of '{model_path}' (missing or corrupt?)",
@@ -91,6 +98,24 @@ def load_model(model_path: str, device: torch.device, dtype: torch.dtype):
     # e.g. a model larger than the GPU's memory: a one-line exit 2 too, not a traceback
     model = attempt(f"could not move model '{model_path}' to {device} as {dtype}", model.to, device)
     return model.eval(), tokenizer
+
+
+@contextlib.contextmanager
+def gguf_read_once() -> Iterator[None]:
+    """Within the block, gguf parses a file once and builds a tensor name map once. transformers
+    parses a GGUF file anew for the config, the tokenizer and the weights (each parse reads all of
+    its metadata: the default model's 49,152-string vocabulary, ~2 s), and builds gguf's name map
+    of an architecture again for each of its tensors (397 for the default model, ~3 s). Both are
+    read-only once made (the reader maps the file), so one serves every read of the load."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    # NOTE: transformers imports both from gguf inside its functions, at each call: patched here.
+    gguf.GGUFReader, gguf.get_tensor_name_map = functools.cache(reader), functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 def load_config(model_path: str, source: str, extra: dict):

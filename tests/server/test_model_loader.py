@@ -136,19 +136,27 @@ def test_auto_map_on_a_model_type_transformers_has_uses_its_own_code_not_the_mod
 
 
 @pytest.mark.slow
-def test_the_default_gguf_file_is_parsed_once_for_each_thing_read_from_it(monkeypatch):
-    """Its config, its tokenizer, its weights: each parse reads all of the file's metadata (the
-    default model's 49,152-string vocabulary, ~2 s of a start); it was parsed five times."""
+def test_the_default_gguf_file_is_parsed_once_for_its_config_tokenizer_and_weights(monkeypatch):
+    """Each parse reads all of the file's metadata (the default model's 49,152-string vocabulary,
+    ~2 s of a start): it was parsed five times, then three; and gguf's tensor name map was built
+    for each of 397 tensors. gguf is itself again after the load."""
     import gguf
 
     from server.config import DEFAULT_MODEL
 
-    parses = []
-    parse = gguf.GGUFReader.__init__
+    parses, name_maps = [], []
+    parse, build_map = gguf.GGUFReader.__init__, gguf.tensor_mapping.TensorNameMap.__init__
 
     def counted(reader, *args, **kwargs):
         parses.append(args)
         parse(reader, *args, **kwargs)
+
+    def counted_map(name_map, *args, **kwargs):
+        name_maps.append(args)
+        build_map(name_map, *args, **kwargs)
     monkeypatch.setattr(gguf.GGUFReader, "__init__", counted)
+    monkeypatch.setattr(gguf.tensor_mapping.TensorNameMap, "__init__", counted_map)
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     load_model(DEFAULT_MODEL, torch.device("cpu"), torch.float32)
-    assert len(parses) == 3
+    assert len(parses) == 1 and len(name_maps) == 1
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
