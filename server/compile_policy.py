@@ -6,8 +6,8 @@ processor's flags and whether a warm compile cache exists are read by the caller
 (AMX or AVX-512 bf16) in bfloat16, where the compiled items forward measured 1.5-1.9x the eager
 one with AMX and 1.4x with AVX-512 bf16 alone (AMD Zen 5, both forwards through our attention
 kernel: 14.2 against 10.2 items/s; docs/performance.md), and wherever a warm compile cache for this
-model, dtype and processor is already on disk (the warm-up then takes seconds: 4.5-9 s more than an
-eager start on Zen 5 and Zen 4, and even float32 gains ~12 %). Elsewhere (float32 on a cold cache,
+model, dtype and processor is already on disk (the warm-up then takes seconds: a start ~10 s longer than an
+eager one on Zen 5, 17.8 against 7.6 s, and even float32 gains ~12 %). Elsewhere (float32 on a cold cache,
 CUDA) it stays eager: minutes of compiling for a gain not measured to repay them. `on` and `off`
 force it.
 """
