@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
-# Loading the GGUF takes ~20-30 s on a quiet machine, 77-131 s measured on a busy 2-core CI machine;
+# Loading the GGUF took 20-30 s on a quiet machine and 77-131 s on a busy 2-core CI machine (now ~7 s quiet);
 # where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
 HEALTHY_TIMEOUT_S = 600
 # Run in the server's container: the flags of its CPU on which `auto` compiles bfloat16 (which
