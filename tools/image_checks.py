@@ -23,6 +23,7 @@ MAX_CONTROL_BYTES = 500_000_000
 # Loading the GGUF took 20-30 s on a quiet machine and 77-131 s on a busy 2-core CI machine (now ~7 s quiet);
 # where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
 HEALTHY_TIMEOUT_S = 600
+PREBUILT_KERNELS = "/app/server/kernels/prebuilt/"  # where the Dockerfile builds our attention kernel
 # Run in the server's container: the flags of its CPU on which `auto` compiles bfloat16 (which
 # `--dtype auto` picks there), as the server itself reads them.
 FAST_CPU_FLAGS_SCRIPT = """
@@ -131,9 +132,11 @@ def fast_path_problem(info: dict, fast_cpu_flags: list[str]) -> str | None:
         return None
     if info.get("compile") != "on":
         return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet the items forward is eager: {reason}"
+    why = info.get("attention_backend_reason") or ""
     if info.get("attention_backend") != "scoringfleet":
-        why = info.get("attention_backend_reason")
         return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet not our attention: {why}"
+    if PREBUILT_KERNELS not in why:
+        return f"our attention kernel was built at start, not taken from the image: {why}"
     return None
 
 

@@ -164,7 +164,8 @@ AMX = ["amx_bf16", "avx512_bf16"]  # of compile_policy's FAST_BF16_CPU_FLAGS, wh
 AVX2: list[str] = []
 
 
-OURS = {"attention_backend": "scoringfleet", "attention_backend_reason": "on AMX tiles, loaded from ..."}
+OURS = {"attention_backend": "scoringfleet",
+        "attention_backend_reason": "on AMX tiles, loaded from /app/server/kernels/prebuilt/joined_attention-1.so"}
 
 
 @pytest.mark.parametrize(("info", "cpu_flags", "problem"), [
@@ -179,7 +180,11 @@ OURS = {"attention_backend": "scoringfleet", "attention_backend_reason": "on AMX
     ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16",
       "attention_backend": "torch", "attention_backend_reason": "not built: g++ failed"}, AMX,
      "yet not our attention: not built: g++ failed"),
-], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed", "kernel-not-built"])
+    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16",
+      "attention_backend": "scoringfleet", "attention_backend_reason": "on AMX tiles, loaded from /cache/x.so"}, AMX,
+     "our attention kernel was built at start, not taken from the image"),
+], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed", "kernel-not-built",
+        "kernel-built-at-start"])
 def test_the_server_images_fast_path_is_checked_against_the_cpu(info, cpu_flags, problem):
     found = image_checks.fast_path_problem(info, cpu_flags)
     assert (found is None) if problem is None else (problem in found)

@@ -202,6 +202,23 @@ def test_a_failed_build_raises_and_leaves_no_library(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_images_prebuilt_library_is_taken_and_nothing_is_built(tmp_path, monkeypatch):
+    monkeypatch.setattr(attention_kernel, "PREBUILT", tmp_path / "prebuilt")
+    compiler, *flags = attention_kernel.build_flags("false")
+    prebuilt = tmp_path / "prebuilt" / library_name(attention_kernel.SOURCE.read_text(), [compiler, *flags])
+    prebuilt.parent.mkdir()
+    prebuilt.write_bytes(b"a library")
+    assert build(tmp_path / "volume", "false") == prebuilt  # `false` would fail any build
+    assert not (tmp_path / "volume").exists()
+
+
+def test_an_image_build_that_cannot_build_the_library_says_so_and_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(attention_kernel, "PREBUILT", tmp_path / "prebuilt")
+    monkeypatch.setattr("torch._inductor.cpp_builder.get_cpp_compiler", lambda: "false")
+    assert attention_kernel.main() == 0
+    assert capsys.readouterr().out.startswith("not built (false failed")
+
+
 def test_a_folder_it_cannot_write_is_a_permission_error_before_any_build(tmp_path, monkeypatch):
     monkeypatch.setattr(attention_kernel.os, "access", lambda path, mode: False)  # root may write anywhere
     with pytest.raises(PermissionError, match="cannot write the kernel's library"):
