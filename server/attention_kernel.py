@@ -66,9 +66,10 @@ def build(folder: Path, compiler: str) -> Path:
     another sharing the folder, never loads half a file)."""
     compiler, *flags = build_flags(compiler)
     name = library_name(SOURCE.read_text(), [compiler, *flags])
-    library = next((found for found in (PREBUILT / name, folder / name) if found.exists()), folder / name)
-    if library.exists():
-        return library
+    for built in (PREBUILT / name, folder / name):
+        if built.exists():
+            return built
+    library = folder / name
     folder.mkdir(parents=True, exist_ok=True)
     if not os.access(folder, os.W_OK):  # a read-only volume: say so, not the compiler's own failure
         raise PermissionError(f"cannot write the kernel's library in {folder}")
