@@ -81,7 +81,7 @@ class ItemsForward:
         self._warm = False  # until the warm-up is over, compiling is what a call is for
         self.num_eager_fallbacks = 0
         self.joined_kernel: Callable | None = None  # the cascade's joined attention, where ours runs
-        self.attention = ("torch", "our kernel not loaded")  # /get_server_info's attention_backend and why
+        self._attention_why = "our kernel not loaded"  # what use_joined_attention() found
 
     @property
     def is_compiled(self) -> bool:
@@ -160,11 +160,16 @@ class ItemsForward:
         compile() calls it; an eager server calls it at start."""
         weight = next(self._decoder.parameters(), None)
         if weight is None or weight.dtype != torch.bfloat16 or weight.device.type != "cpu":
-            self.joined_kernel, self.attention = None, ("torch", "our kernel computes bfloat16 on CPU only")
+            self.joined_kernel, self._attention_why = None, "our kernel computes bfloat16 on CPU only"
             return
-        self.joined_kernel, why = load_joined_attention(folder)
-        self.attention = ("scoringfleet" if self.joined_kernel is not None else "torch", why)
-        log.info("joined attention: %s (%s)", "ours" if self.joined_kernel is not None else "torch's flash kernel", why)
+        self.joined_kernel, self._attention_why = load_joined_attention(folder)
+        log.info("joined attention: %s (%s)", "ours" if self.joined_kernel is not None else "torch's flash kernel",
+                 self._attention_why)
+
+    @property
+    def attention(self) -> tuple[str, str]:
+        """/get_server_info's attention_backend ("scoringfleet": ours, else "torch") and why."""
+        return ("scoringfleet" if self.joined_kernel is not None else "torch"), self._attention_why
 
 
 def _configure_tracing() -> None:
