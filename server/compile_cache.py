@@ -4,8 +4,9 @@ model cache volume by default ($HF_HOME/scoringfleet/compile: `spec.model.cache`
 HF_HOME, so every pod of a fleet shares it).
 
 The key names everything a compiled graph depends on that inductor's own keys may not: torch and
-transformers versions, the model (path and config), dtype, the processor's ISA, the layout, frozen
-weights or not, the warm-up shapes, the rewrites of the decoder before the compile. A folder is
+transformers versions, the model (path and config), dtype, the processor's ISA and the -march its
+kernels are built for, their threads, the layout, frozen weights or not, the warm-up shapes, the
+rewrites of the decoder before the compile. A folder is
 warm once a compile in it finished (`MARKER` written last); a stale one is simply another key's,
 never read. What inductor finds corrupt in a folder fails the compile: the caller discards the
 folder and compiles cold once (compile_start.py). Owns the folder and the marker; nothing of when

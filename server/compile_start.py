@@ -8,14 +8,18 @@ that still fails leaves `auto` eager (one warning) and makes `on` a ModelLoadErr
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from server.compile_cache import CompileCache, default_root
 from server.compile_policy import CompileChoice, choose_compile, cpu_flags_of
 from server.config import ServerConfig
+from server.cpu_target import inductor_march
 from server.errors import ModelLoadError
 
 log = logging.getLogger("server")
+
+DYNAMIC_THREADS_ENV = "TORCHINDUCTOR_CPP_DYNAMIC_THREADS"  # inductor's, read when it is imported
 
 
 def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
@@ -25,6 +29,7 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
         (log.warning if config.compile == "on" else log.info)("--compile %s: %s", config.compile, choice.reason)
         return choice
     cpu_flags = read_cpu_flags()
+    build_kernels_for(cpu_flags)
     cache = compile_cache_for(config, runner, cpu_flags)
     warm = config.compile != "off" and cache.is_warm()  # off reads nothing of the cache
     choice = choose_compile(config.compile, config.device, config.dtype, cpu_flags, warm,
@@ -66,18 +71,44 @@ def compile_cache_for(config: ServerConfig, runner, cpu_flags: frozenset[str]) -
     return CompileCache(compile_root(config), {
         "torch": torch.__version__, "transformers": transformers.__version__,
         "model": config.model_path, "model_config": runner.model.config.to_json_string(),
-        "dtype": config.dtype, "isa": processor_isa(runner.device, cpu_flags), **runner.compile_settings(),
+        "dtype": config.dtype, "isa": processor_isa(runner.device, cpu_flags), "threads": kernel_threads(),
+        **runner.compile_settings(),
     })
 
 
-def processor_isa(device, cpu_flags: frozenset[str]) -> str:
-    """What the generated kernels are built for: the CPU's vector ISA (and AMX), or the GPU."""
+def build_kernels_for(cpu_flags: frozenset[str]) -> None:
+    """Have inductor build C++ kernels any CPU of this one's x86-64 level runs (cpu_target.py), not
+    -march=native, with as many threads as the process has when they run, not as it had when they
+    were built: so a compile cache serves every pod of a level on its volume, or in an image,
+    whatever its CPU limit (measured as fast: docs/performance.md). TORCHINDUCTOR_CPP_MARCH and
+    TORCHINDUCTOR_CPP_DYNAMIC_THREADS, where set, win."""
+    from torch._inductor import config as inductor_config
+
+    if inductor_config.cpp.march is None:
+        inductor_config.cpp.march = inductor_march(cpu_flags)
+    if DYNAMIC_THREADS_ENV not in os.environ:
+        inductor_config.cpp.dynamic_threads = True
+
+
+def kernel_threads() -> str:
+    """The threads inductor's kernels were built for: part of the key, as of inductor's own."""
     import torch
+    from torch._inductor import config as inductor_config
+
+    return "dynamic" if inductor_config.cpp.dynamic_threads else str(torch.get_num_threads())
+
+
+def processor_isa(device, cpu_flags: frozenset[str]) -> str:
+    """What the generated kernels are built for: the CPU's vector ISA (and AMX) and the -march
+    inductor compiles with, or the GPU."""
+    import torch
+    from torch._inductor import config as inductor_config
 
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
     amx = "+amx" if "amx_bf16" in cpu_flags else ""
-    return f"{torch.backends.cpu.get_cpu_capability()}{amx}"
+    march = inductor_config.cpp.march
+    return f"{torch.backends.cpu.get_cpu_capability()}{amx} march: {'inductor default' if march is None else march}"
 
 
 def has_cpp_compiler() -> bool:

@@ -17,12 +17,14 @@ import httpx
 import pytest
 
 from bench.server_process import free_port
+from server import compile_start
 from server.compile_cache import MARKER
 from server.compile_start import compile_if_it_pays, use_attention_kernel_eager
 from server.config import ServerConfig
 from server.errors import ModelLoadError
 from tests.kit.servers import server_env, wait_ready
 from tests.server.support import warnings_of
+from tests.server.test_cpu_target import V4
 
 
 class ModelConfig:
@@ -51,6 +53,15 @@ class StandInRunner:
         return 1.5
 
 
+@pytest.fixture(autouse=True)
+def inductor_march_restored():
+    """compile_if_it_pays sets inductor's global -march: each test starts from inductor's default."""
+    from torch._inductor import config as inductor_config
+
+    with inductor_config.patch({"cpp.march": None, "cpp.dynamic_threads": False}):
+        yield inductor_config.cpp
+
+
 def config(tmp_path: Path, mode: str) -> ServerConfig:
     return ServerConfig(compile=mode, compile_cache_dir=str(tmp_path / "compile")).resolve("cpu", "float32")
 
@@ -75,6 +86,31 @@ def test_a_runner_without_an_items_forward_stays_eager_even_when_on(tmp_path, ca
     with caplog.at_level(logging.WARNING):
         choice = compile_if_it_pays(config(tmp_path, "on"), runner)
     assert not choice.compile and runner.calls == 0 and "cross-encoder" in " ".join(warnings_of(caplog))
+
+
+def test_kernels_are_built_for_the_cpus_level_and_the_key_names_it(tmp_path, monkeypatch, inductor_march_restored):
+    zen5 = frozenset(V4 | {"avx512_bf16"})
+    ice_lake = frozenset(V4)
+    keys = {}
+    for name, flags in {"zen 5": zen5, "ice lake": ice_lake}.items():
+        monkeypatch.setattr(compile_start, "read_cpu_flags", lambda flags=flags: flags)
+        inductor_march_restored.march = None
+        compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
+        keys[name] = {folder.name for folder in (tmp_path / "compile").iterdir()} - set().union(*keys.values())
+    assert inductor_march_restored.march == "x86-64-v4"  # Ice Lake's, the last
+    assert all(len(new) == 1 for new in keys.values())  # a folder each: Zen 5's kernels never run on Ice Lake
+    marker = json.loads(next((tmp_path / "compile").glob(f"*/{MARKER}")).read_text())
+    assert "march: x86-64-v4" in marker["fields"]["isa"]
+    assert inductor_march_restored.dynamic_threads and marker["fields"]["threads"] == "dynamic"
+
+
+def test_what_the_user_chose_for_inductor_is_kept(tmp_path, monkeypatch, inductor_march_restored):
+    inductor_march_restored.march = "haswell"  # as TORCHINDUCTOR_CPP_MARCH=haswell sets it
+    monkeypatch.setenv("TORCHINDUCTOR_CPP_DYNAMIC_THREADS", "0")
+    compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
+    assert inductor_march_restored.march == "haswell" and not inductor_march_restored.dynamic_threads
+    marker = json.loads(next((tmp_path / "compile").glob(f"*/{MARKER}")).read_text())
+    assert marker["fields"]["threads"] == str(__import__("torch").get_num_threads())
 
 
 def test_off_never_compiles(tmp_path):
