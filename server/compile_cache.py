@@ -27,6 +27,10 @@ from typing import Mapping
 log = logging.getLogger(__name__)
 
 MARKER = "scoringfleet-compile.json"  # written once a compile in the folder finished
+# Where an image keeps the caches it compiled when it was built (prebuilt_compile.py): read-only,
+# a start copies a warm folder of its key from there (compile_start.py).
+IMAGE_ROOT_ENV = "SCORINGFLEET_IMAGE_COMPILE_CACHE"
+DEFAULT_IMAGE_ROOT = Path(__file__).resolve().parent / "compile_prebuilt"
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"  # read by inductor at its first compile
 
 
@@ -42,6 +46,11 @@ def default_root() -> Path:
     from huggingface_hub import constants
 
     return Path(constants.HF_HOME) / "scoringfleet" / "compile"
+
+
+def image_root() -> Path:
+    """$SCORINGFLEET_IMAGE_COMPILE_CACHE, else `compile_prebuilt` beside this file."""
+    return Path(os.environ.get(IMAGE_ROOT_ENV) or DEFAULT_IMAGE_ROOT)
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,12 @@ class CompileCache:
                                        "fields": {k: str(v) for k, v in self.fields.items()},
                                        "files": files}, indent=1))
         partial.replace(marker)
+
+    def seed_from(self, other: CompileCache) -> None:
+        """This key's folder replaced by a copy of `other`'s (an image's warm cache of the same key);
+        OSError where it cannot be written."""
+        self.discard()
+        shutil.copytree(other.folder, self.folder)
 
     def discard(self) -> None:
         """Remove this key's folder (what a failed compile may have left), to compile cold."""

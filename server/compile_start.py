@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 
-from server.compile_cache import CompileCache, default_root
+from server.compile_cache import CompileCache, default_root, image_root
 from server.compile_policy import CompileChoice, choose_compile, cpu_flags_of
 from server.config import ServerConfig
 from server.cpu_target import inductor_march
 from server.errors import ModelLoadError
 
 log = logging.getLogger("server")
+
+IMAGE_WARMTH = "from the image's compile cache"
 
 DYNAMIC_THREADS_ENV = "TORCHINDUCTOR_CPP_DYNAMIC_THREADS"  # inductor's, read when it is imported
 
@@ -30,23 +33,49 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
         return choice
     cpu_flags = read_cpu_flags()
     build_kernels_for(cpu_flags)
-    cache = compile_cache_for(config, runner, cpu_flags)
-    warm = config.compile != "off" and cache.is_warm()  # off reads nothing of the cache
-    choice = choose_compile(config.compile, config.device, config.dtype, cpu_flags, warm,
+    cache, warmth = compile_cache_for(config, runner, cpu_flags), None
+    if config.compile != "off":  # off reads nothing of the cache
+        cache, warmth = warm_cache(cache)
+    choice = choose_compile(config.compile, config.device, config.dtype, cpu_flags, warmth is not None,
                             has_cpp_compiler())
     if not choice.compile:
         log.info("items forward eager (%s)", choice.reason)
         return choice
+    if warmth == IMAGE_WARMTH:
+        choice = CompileChoice(True, f"{choice.reason} ({IMAGE_WARMTH})")
     log.info("compiling the items forward (%s; %s compile cache %s); ready once it is warm",
-             choice.reason, "warm" if warm else "cold", cache.folder)
+             choice.reason, "warm" if warmth else "cold", cache.folder)
     try:
-        _compile_in(cache, runner, warm)
+        _compile_in(cache, runner, warmth is not None)
     except Exception as error:  # noqa: BLE001 - inductor's failures have no common type
         if config.compile == "on":
             raise ModelLoadError(f"--compile on: compiling the items forward failed: {error}") from error
         log.warning("compiling the items forward failed, serving eager: %s", error)
         return CompileChoice(False, f"{choice.reason}; the compile failed, eager")
     return choice
+
+
+def warm_cache(cache: CompileCache) -> tuple[CompileCache, str | None]:
+    """(the cache to compile in, how it is warm; None: cold): this server's where warm; else, where
+    the image carries a warm one of the same key (prebuilt_compile.py), this server's seeded with a
+    copy of it, or a temporary folder seeded so where this server's cannot be written."""
+    if cache.is_warm():
+        return cache, "warm"
+    image = CompileCache(image_root(), cache.fields)
+    if image.folder == cache.folder or not image.is_warm():
+        return cache, None
+    try:
+        cache.seed_from(image)
+    except OSError as error:
+        log.info("compile cache %s not writable (%s): a temporary copy of the image's", cache.folder, error)
+        try:
+            cache = CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), cache.fields)
+            cache.seed_from(image)
+        except OSError as error:
+            log.warning("could not copy the image's compile cache %s: %s", image.folder, error)
+            return cache, None
+    log.info("compile cache %s: a copy of the image's, %s", cache.folder, image.folder)
+    return cache, (IMAGE_WARMTH if cache.is_warm() else None)
 
 
 def use_attention_kernel_eager(config: ServerConfig, runner) -> None:

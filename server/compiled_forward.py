@@ -65,6 +65,14 @@ def compile_settings(layout: str, freeze: bool) -> dict[str, object]:
             "rewrites": DECODER_REWRITES, "tracing": TRACING_SETTINGS}
 
 
+def compile_cache_counts() -> tuple[int, int]:
+    """(graphs taken from inductor's on-disk caches, graphs compiled) in this process so far, as
+    torch's AOT autograd cache counts them (it holds inductor's FX graph cache's entries)."""
+    from torch._dynamo.utils import counters
+
+    return counters["aot_autograd"]["autograd_cache_hit"], counters["aot_autograd"]["autograd_cache_miss"]
+
+
 def compilable(rows: int, own_tokens: int, prefix_slots: int) -> bool:
     """True if the compiled graph covers a forward of this shape."""
     return min(rows, own_tokens, prefix_slots) >= MIN_COMPILED_SIZE
@@ -129,6 +137,7 @@ class ItemsForward:
         # runner compiled in this process (tests, benchmarks) would reuse the first's graph and
         # its settings (freezing). A server compiles once; a clean slate costs it nothing.
         torch._dynamo.reset()
+        cached_before = compile_cache_counts()
         start = time.perf_counter()
         self._layout = layout
         self._compiled = torch.compile(_cascade_forward if layout == CASCADE else _forward, dynamic=True)
@@ -149,8 +158,10 @@ class ItemsForward:
             for num_queries in WARM_UP_QUERIES:
                 warm_up(*shape, num_queries)
         elapsed = time.perf_counter() - start
-        log.info("compiled the items forward (%s layout%s) in %.1f s (%d eager fallbacks in the warm-up)",
-                 layout, ", weights frozen" if freeze else "", elapsed, self.num_eager_fallbacks)
+        hits, misses = (now - before for now, before in zip(compile_cache_counts(), cached_before))
+        log.info("compiled the items forward (%s layout%s) in %.1f s: %d graphs from the compile cache, %d "
+                 "compiled (%d eager fallbacks in the warm-up)", layout, ", weights frozen" if freeze else "",
+                 elapsed, hits, misses, self.num_eager_fallbacks)
         return elapsed
 
     def use_joined_attention(self, folder: Path | None = None) -> None:

@@ -2,8 +2,8 @@
 
 The server image, with a read-only root and only /cache writable (as the operator's pods run it),
 starts as 65532, gets ready and answers the README's request with the baked-in model; its
-`--compile auto` found the image's C++ compiler, and where this CPU has native bf16 compiled, its
-attention through our kernel. The control
+`--compile auto` found the image's C++ compiler, and where this CPU has native bf16 compiled from
+the image's compile cache, its attention through our kernel. The control
 image runs `python -m fleet_operator --help` and `python -m gateway --help`, imports every module
 of both packages, has no torch or transformers, runs as 65532 and is under MAX_CONTROL_BYTES.
 Each check prints one line; the first failure ends the run with what it saw.
@@ -17,6 +17,8 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+
+from server.compile_start import IMAGE_WARMTH
 
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
@@ -124,7 +126,8 @@ def _score(base: str) -> list[list[float]]:
 def fast_path_problem(info: dict, fast_cpu_flags: list[str]) -> str | None:
     """What keeps the server off its fast path on a CPU with these of compile_policy's
     FAST_BF16_CPU_FLAGS (from /get_server_info's `dtype`, `compile`, `attention_backend` and their
-    reasons), or None."""
+    reasons), or None. The fast path: compiled from the image's compile cache (built on this
+    machine, so of this CPU's kind), its attention our kernel as the image built it."""
     reason = info.get("compile_reason") or ""
     if "no C++ compiler" in reason:
         return f"the image has no C++ compiler for `--compile auto`: {reason}"
@@ -132,6 +135,8 @@ def fast_path_problem(info: dict, fast_cpu_flags: list[str]) -> str | None:
         return None
     if info.get("compile") != "on":
         return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet the items forward is eager: {reason}"
+    if IMAGE_WARMTH not in reason:  # built and run on one machine: the key is the image's
+        return f"compiled cold at start, not {IMAGE_WARMTH}: {reason}"
     why = info.get("attention_backend_reason") or ""
     if info.get("attention_backend") != "scoringfleet":
         return f"bfloat16 on a CPU with {', '.join(fast_cpu_flags)}, yet not our attention: {why}"

@@ -162,6 +162,7 @@ def test_the_servers_only_writable_place_is_a_tmpfs_its_user_owns(engine, tmpfs)
 
 AMX = ["amx_bf16", "avx512_bf16"]  # of compile_policy's FAST_BF16_CPU_FLAGS, what the CPU has
 AVX2: list[str] = []
+FROM_IMAGE = "auto: a warm compile cache for this model, dtype and processor (from the image's compile cache)"
 
 
 OURS = {"attention_backend": "scoringfleet",
@@ -169,22 +170,23 @@ OURS = {"attention_backend": "scoringfleet",
 
 
 @pytest.mark.parametrize(("info", "cpu_flags", "problem"), [
-    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16", **OURS},
-     AMX, None),
+    ({"compile": "on", "compile_reason": FROM_IMAGE, "dtype": "bfloat16", **OURS}, AMX, None),
     ({"compile": "off", "compile_reason": "auto: eager in float32 on a cold compile cache", "dtype": "float32",
       "attention_backend": "torch"}, AVX2, None),
     ({"compile": "off", "compile_reason": "auto: eager, no C++ compiler for inductor's CPU kernels",
       "dtype": "float32"}, AVX2, "the image has no C++ compiler"),
     ({"compile": "off", "compile_reason": "auto: bfloat16 ...; the compile failed, eager", "dtype": "bfloat16",
       **OURS}, AMX, "bfloat16 on a CPU with amx_bf16, avx512_bf16, yet the items forward is eager"),
-    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16",
+    ({"compile": "on", "compile_reason": FROM_IMAGE, "dtype": "bfloat16",
       "attention_backend": "torch", "attention_backend_reason": "not built: g++ failed"}, AMX,
      "yet not our attention: not built: g++ failed"),
-    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16",
+    ({"compile": "on", "compile_reason": FROM_IMAGE, "dtype": "bfloat16",
       "attention_backend": "scoringfleet", "attention_backend_reason": "on AMX tiles, loaded from /cache/x.so"}, AMX,
      "our attention kernel was built at start, not taken from the image"),
+    ({"compile": "on", "compile_reason": "auto: bfloat16 on a CPU with amx_bf16", "dtype": "bfloat16", **OURS},
+     AMX, "compiled cold at start, not from the image's compile cache"),
 ], ids=["compiled-on-amx", "eager-on-avx2", "no-compiler", "compile-failed", "kernel-not-built",
-        "kernel-built-at-start"])
+        "kernel-built-at-start", "compiled-cold-at-start"])
 def test_the_server_images_fast_path_is_checked_against_the_cpu(info, cpu_flags, problem):
     found = image_checks.fast_path_problem(info, cpu_flags)
     assert (found is None) if problem is None else (problem in found)

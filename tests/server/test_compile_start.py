@@ -1,25 +1,28 @@
 """compile_start: what a start does with --compile, faults contained. Fast: a stand-in runner
 whose compile succeeds or raises (the compile's own correctness is test_compiled_forward's).
 Slow: three real `python -m server` starts on a tiny model sharing one compile cache folder: cold
-(`--compile on`), then warm (`auto` compiles in float32 only because the cache is warm, and builds
-no C++ kernel anew), then with every cached file corrupted (one warning, compiled cold, scores unchanged)."""
+(`--compile on`), then warm (`auto` compiles in float32 only because the cache is warm, and compiles
+no graph anew), then with every cached file corrupted (one warning, compiled cold, scores unchanged);
+and `python -m server.prebuilt_compile` (the image's build) then a start on an empty volume that
+takes every graph from a copy of it."""
 from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bench.server_process import free_port
-from server import compile_start
-from server.compile_cache import MARKER
-from server.compile_start import compile_if_it_pays, use_attention_kernel_eager
+from server import __main__ as server_main, compile_start, prebuilt_compile
+from server.compile_cache import IMAGE_ROOT_ENV, MARKER, CompileCache
+from server.compile_start import IMAGE_WARMTH, compile_if_it_pays, use_attention_kernel_eager
 from server.config import ServerConfig
 from server.errors import ModelLoadError
 from tests.kit.servers import server_env, wait_ready
@@ -156,6 +159,56 @@ def test_an_unwritable_cache_compiles_without_one(tmp_path, caplog):
     assert runner.calls == 1 and "not writable" in " ".join(warnings_of(caplog))
 
 
+def image_with_a_warm_cache(tmp_path: Path, monkeypatch) -> Path:
+    """An image's compile cache root (as prebuilt_compile leaves it), warm for StandInRunner's key."""
+    image = tmp_path / "image"
+    monkeypatch.setenv(IMAGE_ROOT_ENV, str(image))
+    compile_if_it_pays(replace(config(tmp_path, "on"), compile_cache_dir=str(image)), StandInRunner())
+    (folder,) = image.iterdir()
+    (folder / "kernel.so").write_bytes(b"built when the image was")
+    CompileCache(image, json.loads((folder / MARKER).read_text())["fields"]).mark_warm(1.0)
+    return folder
+
+
+def test_a_cold_cache_starts_from_a_copy_of_the_images(tmp_path, monkeypatch):
+    image_folder = image_with_a_warm_cache(tmp_path, monkeypatch)
+    runner = StandInRunner()
+    choice = compile_if_it_pays(config(tmp_path, "auto"), runner)  # float32: compiles only where warm
+    assert choice.compile and choice.reason.endswith(f"({IMAGE_WARMTH})") and runner.calls == 1
+    own = tmp_path / "compile" / image_folder.name
+    assert (own / "kernel.so").read_bytes() == b"built when the image was" and (own / MARKER).exists()
+    assert {p.name for p in image_folder.iterdir()} == {MARKER, "kernel.so"}  # the image's untouched
+
+
+def test_an_unwritable_cache_starts_from_a_temporary_copy_of_the_images(tmp_path, monkeypatch, caplog):
+    image_with_a_warm_cache(tmp_path, monkeypatch)
+    (tmp_path / "compile").write_text("a file where the folder should be")
+    with caplog.at_level(logging.WARNING):
+        choice = compile_if_it_pays(config(tmp_path, "auto"), StandInRunner())
+    assert choice.compile and choice.reason.endswith(f"({IMAGE_WARMTH})")
+    assert not [line for line in warnings_of(caplog) if "could not copy" in line]
+
+
+def test_the_images_cache_of_another_key_or_under_off_is_not_read(tmp_path, monkeypatch):
+    image_with_a_warm_cache(tmp_path, monkeypatch)
+    other_model = StandInRunner(model=type("Model", (), {"config": type("C", (), {
+        "to_json_string": lambda self: '{"model_type": "qwen2"}'})()})())
+    assert not compile_if_it_pays(config(tmp_path, "auto"), other_model).compile  # float32, cold: eager
+    assert not compile_if_it_pays(config(tmp_path, "off"), StandInRunner()).compile
+    assert not (tmp_path / "compile").exists()
+
+
+def test_prebuilt_compile_compiles_into_the_images_root_as_the_server_would(tmp_path, monkeypatch, capsys):
+    image = tmp_path / "image"
+    monkeypatch.setenv(IMAGE_ROOT_ENV, str(image))
+    monkeypatch.setattr(server_main, "build_runner", lambda config: StandInRunner())
+    assert prebuilt_compile.main(["--dtype", "float32", "--compile", "on"]) == 0
+    assert len(list(image.glob(f"*/{MARKER}"))) == 1 and "kept in" in capsys.readouterr().out
+    monkeypatch.setenv(IMAGE_ROOT_ENV, str(tmp_path / "another image"))
+    assert prebuilt_compile.main(["--dtype", "float32", "--compile", "auto"]) == 0  # float32, cold: no
+    assert "none, the server would not compile here" in capsys.readouterr().out
+
+
 # ---- slow: the real server, three starts on one cache folder ------------------------------------
 
 SCORE_BODY = {"query": "What is the capital of California?", "items": ["Sacramento", "San Jose"],
@@ -170,9 +223,9 @@ class Start:
     log: str
 
 
-def start_and_score(model: Path, cache: Path, mode: str) -> Start:
+def start_and_score(model: Path, cache: Path, mode: str, env: dict[str, str] | None = None) -> Start:
     port = free_port()
-    env = {**server_env(), "SCORINGFLEET_COMPILE": ""}  # the flag alone decides
+    env = env or {**server_env(), "SCORINGFLEET_COMPILE": ""}  # the flag alone decides
     process = subprocess.Popen(
         [sys.executable, "-m", "server", "--model-path", str(model), "--port", str(port), "--dtype",
          "float32", "--num-threads", "1", "--compile", mode, "--compile-cache-dir", str(cache)],
@@ -206,7 +259,8 @@ def test_a_warm_cache_is_used_by_auto_and_a_corrupt_one_is_recompiled(tiny_model
 
     warm = start_and_score(tiny_model_dir, cache, "auto")  # float32: eager unless warm
     assert (warm.compile, warm.reason) == ("on", "auto: a warm compile cache for this model, dtype and processor")
-    assert cached_files(cache, "*.so") == kernels  # none built anew
+    assert cached_files(cache, "*.so") == kernels
+    assert re.search(r"[1-9]\d* graphs from the compile cache, 0 compiled", warm.log), warm.log  # none anew
     assert flat(warm.scores) == pytest.approx(flat(cold.scores), abs=1e-6)
 
     for name in cached_files(cache):
@@ -217,3 +271,19 @@ def test_a_warm_cache_is_used_by_auto_and_a_corrupt_one_is_recompiled(tiny_model
     assert len(warnings) == 1 and "ignoring the compile cache" in warnings[0], damaged.log
     assert "Traceback" not in damaged.log
     assert flat(damaged.scores) == pytest.approx(flat(cold.scores), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_start_with_a_cold_cache_takes_the_images_compile(tiny_model_dir, tmp_path):
+    """prebuilt_compile as the Dockerfile runs it, then a start on an empty cache volume: every graph
+    from the copy of the image's cache, none compiled (inductor's caches survive the move)."""
+    image = tmp_path / "image"
+    env = {**server_env(), "SCORINGFLEET_COMPILE": "", IMAGE_ROOT_ENV: str(image)}
+    baked = subprocess.run([sys.executable, "-m", "server.prebuilt_compile", "--model-path", str(tiny_model_dir),
+                            "--dtype", "float32", "--num-threads", "1", "--compile", "on"],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert baked.returncode == 0 and "prebuilt compile: kept in" in baked.stdout, baked.stdout + baked.stderr
+    pod = start_and_score(tiny_model_dir, tmp_path / "volume", "auto", env)  # float32: eager unless warm
+    assert pod.compile == "on" and pod.reason.endswith(f"({IMAGE_WARMTH})"), pod.log
+    assert re.search(r"[1-9]\d* graphs from the compile cache, 0 compiled", pod.log), pod.log
+    assert cached_files(tmp_path / "volume", "*.so") == cached_files(image, "*.so")
