@@ -101,13 +101,14 @@ LABEL org.opencontainers.image.title="scoring-fleet" \
       org.opencontainers.image.description="Prefill-only LLM scoring server and its Kubernetes operator"
 # A C++ compiler, for `--compile auto` (the default): on CPU nodes with AMX or AVX-512 bf16 it
 # compiles the items forward, whose kernels inductor builds with g++, as it builds our attention
-# kernel (server/kernels/); without one the server stays eager there (docs/install.md). ~380 MB;
+# kernel (server/kernels/); without one the server stays eager there (docs/install.md). ~245 MB;
 # the CPU images of vLLM and SGLang carry one for the same reason. Before the venv, so that a new
 # torch does not rebuild it. GXX_VERSION: Debian's g++ package of PYTHON_IMAGE's release
 # (bookworm's; another base needs its own).
 ARG GXX_VERSION=4:12.2.0-3
 RUN apt-get update \
  && apt-get install -y --no-install-recommends "g++=${GXX_VERSION}" \
+ && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=deps /opt/venv /opt/venv
 RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
@@ -126,9 +127,11 @@ COPY server/ /app/server/
 # of CPU (its x86-64 level, AMX or not): a pod on such a node starts from a copy of it, ready ~40 s
 # sooner on 2 cores than after a cold compile, with or without a cache volume; elsewhere it is never
 # read. Nothing where the server would not compile (a build host without native bf16 matmuls).
-# HOME and HF_HOME elsewhere, so that nothing of root's is left in /cache.
+# HOME, HF_HOME and TMPDIR in a folder removed after, so that nothing of root's is left in /cache and
+# none of inductor's scratch (its precompiled headers, ~150 MB) in the image.
 RUN if [ "${BAKE_DEFAULT_MODEL}" = "1" ]; then \
-        HOME=/tmp/bake HF_HOME=/tmp/bake/huggingface python -m server.prebuilt_compile \
+        mkdir /tmp/bake \
+        && HOME=/tmp/bake TMPDIR=/tmp/bake HF_HOME=/tmp/bake/huggingface python -m server.prebuilt_compile \
         && rm -rf /tmp/bake; \
     fi
 COPY fleet_operator/ /app/fleet_operator/

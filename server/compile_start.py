@@ -15,7 +15,7 @@ from pathlib import Path
 from server.compile_cache import CompileCache, default_root, image_root
 from server.compile_policy import CompileChoice, choose_compile, cpu_flags_of
 from server.config import ServerConfig
-from server.cpu_target import inductor_march
+from server.cpu_target import inductor_extensions, inductor_march
 from server.errors import ModelLoadError
 
 log = logging.getLogger("server")
@@ -128,16 +128,16 @@ def kernel_threads() -> str:
 
 
 def processor_isa(device, cpu_flags: frozenset[str]) -> str:
-    """What the generated kernels are built for: the CPU's vector ISA (and AMX) and the -march
-    inductor compiles with, or the GPU."""
+    """What the generated kernels are built for: torch's vector ISA, the extensions inductor adds
+    by itself and the -march it compiles with; or the GPU."""
     import torch
     from torch._inductor import config as inductor_config
 
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
-    amx = "+amx" if "amx_bf16" in cpu_flags else ""
     march = inductor_config.cpp.march
-    return f"{torch.backends.cpu.get_cpu_capability()}{amx} march: {'inductor default' if march is None else march}"
+    return " ".join([torch.backends.cpu.get_cpu_capability(), *inductor_extensions(cpu_flags),
+                     f"march: {'inductor default' if march is None else march}"])
 
 
 def has_cpp_compiler() -> bool:

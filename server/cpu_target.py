@@ -8,7 +8,8 @@ Intel Ice Lake lacks although torch calls both "AVX512": a cache keyed by torch'
 crash the second with an illegal instruction. A named level is the contract the key can state.
 Measured on Zen 5 (docs/performance.md): x86-64-v4 with -mavx512bf16 is as fast as native
 (14.3 against 13.6 items/s); without -mavx512bf16 it is 15 % slower (bfloat16 rounding emulated).
-inductor adds its own ISA flags (AVX-512 VNNI, AMX tiles) per what it detects, on top of this.
+inductor adds its own ISA flags (AVX-512 VNNI, AMX tiles) by what it detects, on top of this:
+`inductor_extensions()` names them for the key.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ X86_64_LEVELS: tuple[tuple[str, frozenset[str]], ...] = (
 )
 BASELINE = "x86-64"  # every x86-64 CPU: SSE2
 BF16_EXTENSION = ("avx512_bf16", "-mavx512bf16")  # the flag, and gcc's option for it
+# What inductor adds to -march by itself, by what it detects (its cpu_vec_isa: VecAVX512VNNI, VecAMX
+# and AMX fp16): a cache key names them, since a level alone does not imply them.
+INDUCTOR_OWN_EXTENSIONS = ("avx512_vnni", "amx_tile", "amx_bf16", "amx_fp16")
 
 
 def x86_64_level(cpu_flags: frozenset[str]) -> str | None:
@@ -46,3 +50,8 @@ def inductor_march(cpu_flags: frozenset[str]) -> str | None:
     if level == "x86-64-v4" and flag in cpu_flags:
         return f"{level} {option}"  # inductor's command line is split by the shell's rules
     return level
+
+
+def inductor_extensions(cpu_flags: frozenset[str]) -> tuple[str, ...]:
+    """Those of INDUCTOR_OWN_EXTENSIONS the CPU has: with the march, what the kernels may use."""
+    return tuple(flag for flag in INDUCTOR_OWN_EXTENSIONS if flag in cpu_flags)

@@ -18,14 +18,15 @@ import time
 import urllib.request
 from collections.abc import Iterator
 
-from server.compile_start import IMAGE_WARMTH
-
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
 # Loading the GGUF took 20-30 s on a quiet machine and 77-131 s on a busy 2-core CI machine (now ~7 s quiet);
 # where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
 HEALTHY_TIMEOUT_S = 600
 PREBUILT_KERNELS = "/app/server/kernels/prebuilt/"  # where the Dockerfile builds our attention kernel
+# What compile_reason says of a compile that started from the image's cache (server.compile_start's
+# IMAGE_WARMTH: tools/ run on the host's python, without the server's packages).
+IMAGE_WARMTH = "from the image's compile cache"
 # Run in the server's container: the flags of its CPU on which `auto` compiles bfloat16 (which
 # `--dtype auto` picks there), as the server itself reads them.
 FAST_CPU_FLAGS_SCRIPT = """

@@ -192,6 +192,14 @@ def test_the_server_images_fast_path_is_checked_against_the_cpu(info, cpu_flags,
     assert (found is None) if problem is None else (problem in found)
 
 
+def test_the_checks_read_the_servers_own_words_and_paths():
+    from server.attention_kernel import PREBUILT
+    from server.compile_start import IMAGE_WARMTH
+
+    assert image_checks.IMAGE_WARMTH == IMAGE_WARMTH and IMAGE_WARMTH in FROM_IMAGE
+    assert image_checks.PREBUILT_KERNELS == f"/app/{PREBUILT.relative_to(ROOT)}/"  # the Dockerfile's WORKDIR /app
+
+
 def test_the_server_image_has_a_cpp_compiler_and_the_base_stand_in_pythons_headers():
     dockerfile = (ROOT / "Dockerfile").read_text()
     server_stage = dockerfile[dockerfile.index("AS server"):]

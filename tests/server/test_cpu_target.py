@@ -8,7 +8,7 @@ import platform
 import pytest
 
 from server.compile_policy import cpu_flags_of
-from server.cpu_target import inductor_march, x86_64_level
+from server.cpu_target import inductor_extensions, inductor_march, x86_64_level
 
 V2 = {"lm", "sse2", "cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
 V3 = V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
@@ -45,3 +45,10 @@ def test_this_machine_has_a_level():
     with open("/proc/cpuinfo") as cpuinfo:
         flags = cpu_flags_of(cpuinfo.read())
     assert x86_64_level(flags) in ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+def test_the_extensions_inductor_adds_by_itself_are_named_for_the_key():
+    skylake, ice_lake = frozenset(V4), frozenset(V4 | {"avx512_vnni"})
+    assert inductor_march(skylake) == inductor_march(ice_lake)  # one level...
+    assert inductor_extensions(skylake) == () and inductor_extensions(ice_lake) == ("avx512_vnni",)  # ...told apart
+    assert inductor_extensions(frozenset(CPUS["sapphire rapids (AMX)"][0])) == ("amx_tile", "amx_bf16")
