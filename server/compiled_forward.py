@@ -159,7 +159,7 @@ class ItemsForward:
                 warm_up(*shape, num_queries)
         elapsed = time.perf_counter() - start
         hits, misses = (now - before for now, before in zip(compile_cache_counts(), cached_before))
-        log.info("compiled the items forward (%s layout%s) in %.1f s: %d graphs from the compile cache, %d "
+        log.info("compiled the items forward (%s layout%s) in %.1f s; graphs: %d from the compile cache, %d "
                  "compiled (%d eager fallbacks in the warm-up)", layout, ", weights frozen" if freeze else "",
                  elapsed, hits, misses, self.num_eager_fallbacks)
         return elapsed
