@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -111,10 +112,17 @@ class CompileCache:
         partial.replace(marker)
 
     def seed_from(self, other: CompileCache) -> None:
-        """This key's folder replaced by a copy of `other`'s (an image's warm cache of the same key);
-        OSError where it cannot be written."""
-        self.discard()
-        shutil.copytree(other.folder, self.folder)
+        """This key's folder made a copy of `other`'s (an image's warm cache of the same key), whole
+        or not at all: copied beside it and renamed, so that a pod starting beside this one on a
+        shared volume never reads half a copy, nor deletes one. OSError where the root cannot be
+        written, or where the folder is there already (another pod's copy, an interrupted compile)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        partial = self.root / f".{self.folder.name}.{uuid.uuid4().hex}.partial"
+        try:
+            shutil.copytree(other.folder, partial)
+            os.rename(partial, self.folder)  # refused where a folder with files is there
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
 
     def discard(self) -> None:
         """Remove this key's folder (what a failed compile may have left), to compile cold."""

@@ -58,7 +58,9 @@ def compile_if_it_pays(config: ServerConfig, runner) -> CompileChoice:
 def warm_cache(cache: CompileCache) -> tuple[CompileCache, str | None]:
     """(the cache to compile in, how it is warm; None: cold): this server's where warm; else, where
     the image carries a warm one of the same key (prebuilt_compile.py), this server's seeded with a
-    copy of it, or a temporary folder seeded so where this server's cannot be written."""
+    copy of it, or a temporary folder seeded so where this server's cannot be written or holds what
+    an interrupted compile left (never deleted here: on a shared volume it may be another pod's
+    compile under way)."""
     if cache.is_warm():
         return cache, "warm"
     image = CompileCache(image_root(), cache.fields)
@@ -67,7 +69,9 @@ def warm_cache(cache: CompileCache) -> tuple[CompileCache, str | None]:
     try:
         cache.seed_from(image)
     except OSError as error:
-        log.info("compile cache %s not writable (%s): a temporary copy of the image's", cache.folder, error)
+        if cache.is_warm():  # another pod's copy landed first
+            return cache, "warm"
+        log.info("compile cache %s not seeded (%s): a temporary copy of the image's", cache.folder, error)
         try:
             cache = CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), cache.fields)
             cache.seed_from(image)

@@ -77,3 +77,19 @@ def test_a_read_only_cache_is_used_through_a_writable_copy(tmp_path, monkeypatch
     used = cache.activate()
     assert used != cache.folder and (used / "kernel.so").read_bytes() == b"built"
     assert os.environ[INDUCTOR_CACHE_ENV] == str(used) and cache.is_warm()
+
+
+def test_a_seed_is_a_whole_copy_or_none(tmp_path):
+    image = CompileCache(tmp_path / "image", FIELDS)
+    image.folder.mkdir(parents=True)
+    (image.folder / "kernel.so").write_bytes(b"built")
+    image.mark_warm(2.0)
+    cache = CompileCache(tmp_path / "volume", FIELDS)
+    cache.seed_from(image)
+    assert cache.is_warm() and (cache.folder / "kernel.so").read_bytes() == b"built"
+
+    (cache.folder / MARKER).unlink()  # as a compile under way in another pod leaves it
+    with pytest.raises(OSError):
+        cache.seed_from(image)
+    assert (cache.folder / "kernel.so").exists()  # not deleted
+    assert sorted(p.name for p in cache.root.iterdir()) == [cache.folder.name]  # no partial copy left

@@ -189,6 +189,16 @@ def test_an_unwritable_cache_starts_from_a_temporary_copy_of_the_images(tmp_path
     assert not [line for line in warnings_of(caplog) if "could not copy" in line]
 
 
+def test_a_folder_an_interrupted_compile_left_is_kept_and_the_start_takes_a_temporary_copy(tmp_path, monkeypatch):
+    image_folder = image_with_a_warm_cache(tmp_path, monkeypatch)
+    left = tmp_path / "compile" / image_folder.name
+    left.mkdir(parents=True)
+    (left / "half-written.so").write_bytes(b"another pod's compile, under way")
+    choice = compile_if_it_pays(config(tmp_path, "auto"), StandInRunner())
+    assert choice.compile and choice.reason.endswith(f"({IMAGE_WARMTH})")
+    assert [p.name for p in left.iterdir()] == ["half-written.so"]
+
+
 def test_the_images_cache_of_another_key_or_under_off_is_not_read(tmp_path, monkeypatch):
     image_with_a_warm_cache(tmp_path, monkeypatch)
     other_model = StandInRunner(model=type("Model", (), {"config": type("C", (), {
