@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from scoringfleet_contract.facts import ENV_PREFIX
+
 log = logging.getLogger(__name__)
 
 MARKER = "scoringfleet-compile.json"  # written once a compile in the folder finished
 # Where an image keeps the caches it compiled when it was built (prebuilt_compile.py): read-only,
 # a start copies a warm folder of its key from there (compile_start.py).
-IMAGE_ROOT_ENV = "SCORINGFLEET_IMAGE_COMPILE_CACHE"
+IMAGE_ROOT_ENV = ENV_PREFIX + "IMAGE_COMPILE_CACHE"
 DEFAULT_IMAGE_ROOT = Path(__file__).resolve().parent / "compile_prebuilt"
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"  # read by inductor at its first compile
 
