@@ -124,7 +124,7 @@ def build_kernels_for(cpu_flags: frozenset[str]) -> None:
 
 
 def kernel_threads() -> str:
-    """The threads inductor's kernels were built for: part of the key, as of inductor's own."""
+    """The threads inductor's kernels were built for: part of the key, as it is of inductor's own."""
     import torch
     from torch._inductor import config as inductor_config
 

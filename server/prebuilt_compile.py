@@ -18,8 +18,6 @@ from dataclasses import replace
 
 from server.compile_cache import image_root
 
-log = logging.getLogger("server")
-
 
 def main(argv: list[str] | None = None) -> int:
     from server.__main__ import build_runner, resolve_config
