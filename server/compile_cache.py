@@ -14,6 +14,8 @@ to compile.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -23,7 +25,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from scoringfleet_contract.facts import ENV_PREFIX
 
@@ -126,6 +128,22 @@ class CompileCache:
         finally:
             shutil.rmtree(partial, ignore_errors=True)
 
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[bool]:
+        """Whether this start may compile cold in this key's folder: True while it holds the key's
+        lock (a file beside the folder, flock'd: released with the process, however it ends); False
+        where another start holds it, its compile under way in the folder (the caller compiles
+        elsewhere, not over it). Where no lock can be taken (an unwritable root, a filesystem
+        without locks), True: the compile meets what it meets, as without one."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.root / f"{self.folder.name}.lock", "a")  # noqa: SIM115 - held for the block
+        except OSError:
+            yield True
+            return
+        with handle:
+            yield _lock(handle)
+
     def discard(self) -> None:
         """Remove this key's folder (what a failed compile may have left), to compile cold."""
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -137,3 +155,14 @@ def _digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _lock(handle) -> bool:
+    """An exclusive lock on the open file, not waiting: False where another holder has it."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # no locks on this filesystem
+        return True
+    return True

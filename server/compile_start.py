@@ -164,8 +164,22 @@ def read_cpu_flags() -> frozenset[str]:
 
 
 def _compile_in(cache: CompileCache, runner, warm: bool) -> None:
-    if not warm:
+    """Compile in `cache` (warm: reading it); a cold compile holds the key's lock, and where another
+    start holds it (its compile under way in that folder, on a shared volume) compiles in a temporary
+    folder rather than discard the other's work."""
+    if warm:
+        _compile_and_keep(cache, runner, warm)
+        return
+    with cache.compiling() as ours:
+        if not ours:
+            log.info("compile cache %s: another start is compiling it; compiling in a temporary folder",
+                     cache.folder)
+            cache = CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), cache.fields)
         cache.discard()  # what a damaged or interrupted compile left: torch would trip over it
+        _compile_and_keep(cache, runner, warm)
+
+
+def _compile_and_keep(cache: CompileCache, runner, warm: bool) -> None:
     try:
         cache.activate()
     except OSError as error:

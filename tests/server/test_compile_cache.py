@@ -93,3 +93,15 @@ def test_a_seed_is_a_whole_copy_or_none(tmp_path):
         cache.seed_from(image)
     assert (cache.folder / "kernel.so").exists()  # not deleted
     assert sorted(p.name for p in cache.root.iterdir()) == [cache.folder.name]  # no partial copy left
+
+
+def test_one_start_at_a_time_compiles_cold_in_a_folder(tmp_path):
+    cache = CompileCache(tmp_path / "volume", FIELDS)
+    with cache.compiling() as first:
+        with cache.compiling() as second:  # another start (its own open file: its own lock)
+            assert first and not second
+    with cache.compiling() as after:
+        assert after  # released with the first's block
+    (tmp_path / "file").write_text("a file where the root should be")
+    with CompileCache(tmp_path / "file", FIELDS).compiling() as no_lock:
+        assert no_lock  # nothing to lock: compile as without one

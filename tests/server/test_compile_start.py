@@ -7,6 +7,7 @@ and `python -m server.prebuilt_compile` (the image's build) then a start on an e
 takes every graph from a copy of it."""
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import re
@@ -65,6 +66,11 @@ def inductor_march_restored():
         yield inductor_config.cpp
 
 
+def key_folders(root: Path) -> list[Path]:
+    """The cache folders under a root (beside them: each key's lock file)."""
+    return [path for path in root.iterdir() if path.is_dir()]
+
+
 def config(tmp_path: Path, mode: str) -> ServerConfig:
     return ServerConfig(compile=mode, compile_cache_dir=str(tmp_path / "compile")).resolve("cpu", "float32")
 
@@ -99,7 +105,7 @@ def test_kernels_are_built_for_the_cpus_level_and_the_key_names_it(tmp_path, mon
         monkeypatch.setattr(compile_start, "read_cpu_flags", lambda flags=flags: flags)
         inductor_march_restored.march = None
         compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
-        keys[name] = {folder.name for folder in (tmp_path / "compile").iterdir()} - set().union(*keys.values())
+        keys[name] = {folder.name for folder in key_folders(tmp_path / "compile")} - set().union(*keys.values())
     assert inductor_march_restored.march == "x86-64-v4"  # Ice Lake's, the last
     assert all(len(new) == 1 for new in keys.values())  # a folder each: Zen 5's kernels never run on Ice Lake
     marker = json.loads(next((tmp_path / "compile").glob(f"*/{MARKER}")).read_text())
@@ -123,7 +129,7 @@ def test_off_never_compiles(tmp_path):
 
 def test_a_compile_that_fails_in_a_warm_folder_discards_it_and_compiles_cold(tmp_path, caplog):
     compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
-    (folder,) = (tmp_path / "compile").iterdir()
+    (folder,) = key_folders(tmp_path / "compile")
     runner = StandInRunner(failures=1)  # as when a cached kernel no longer loads
     with caplog.at_level(logging.WARNING):
         assert compile_if_it_pays(config(tmp_path, "auto"), runner).compile  # warm: auto compiles
@@ -134,11 +140,28 @@ def test_a_compile_that_fails_in_a_warm_folder_discards_it_and_compiles_cold(tmp
 def test_what_a_cold_folder_holds_is_discarded_before_compiling(tmp_path):
     cold = config(tmp_path, "on")
     compile_if_it_pays(cold, StandInRunner())
-    (folder,) = (tmp_path / "compile").iterdir()
+    (folder,) = key_folders(tmp_path / "compile")
     (folder / MARKER).unlink()  # as an interrupted compile leaves it
     (folder / "half-written.so").write_bytes(b"partial")
     compile_if_it_pays(cold, StandInRunner())
     assert not (folder / "half-written.so").exists() and (folder / MARKER).exists()
+
+
+def test_a_cold_compile_under_way_elsewhere_is_left_alone(tmp_path):
+    """Two starts on one new shared volume: the second compiles in a temporary folder rather than
+    discard what the first is writing; once the first is done, its folder serves later starts."""
+    cold = config(tmp_path, "on")
+    compile_if_it_pays(cold, StandInRunner())
+    (folder,) = key_folders(tmp_path / "compile")
+    (folder / MARKER).unlink()
+    (folder / "being-written.so").write_bytes(b"the first start's compile")
+    with open(folder.parent / f"{folder.name}.lock", "a") as first:  # the first start holds the lock
+        fcntl.flock(first, fcntl.LOCK_EX)
+        runner = StandInRunner()
+        assert compile_if_it_pays(cold, runner).compile and runner.calls == 1
+        assert (folder / "being-written.so").exists() and not (folder / MARKER).exists()
+    compile_if_it_pays(cold, StandInRunner())  # the lock released: this start compiles there
+    assert not (folder / "being-written.so").exists() and (folder / MARKER).exists()
 
 
 def test_a_compile_that_still_fails_leaves_auto_eager_and_refuses_on(tmp_path, caplog):
@@ -164,7 +187,7 @@ def image_with_a_warm_cache(tmp_path: Path, monkeypatch) -> Path:
     image = tmp_path / "image"
     monkeypatch.setenv(IMAGE_ROOT_ENV, str(image))
     compile_if_it_pays(replace(config(tmp_path, "on"), compile_cache_dir=str(image)), StandInRunner())
-    (folder,) = image.iterdir()
+    (folder,) = key_folders(image)
     (folder / "kernel.so").write_bytes(b"built when the image was")
     CompileCache(image, json.loads((folder / MARKER).read_text())["fields"]).mark_warm(1.0)
     return folder
