@@ -97,11 +97,16 @@ class CompileCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         folder = self.folder
         if not os.access(folder, os.W_OK):
-            folder = Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")) / self.folder.name
+            folder = self.elsewhere().folder
             shutil.copytree(self.folder, folder)
             log.info("compile cache %s is read-only: using a copy in %s", self.folder, folder)
         os.environ[INDUCTOR_CACHE_ENV] = str(folder)
         return folder
+
+    def elsewhere(self) -> CompileCache:
+        """This key under a new temporary root (the pod's own /tmp), for a start that must not or
+        cannot write this root; OSError where none can be made."""
+        return CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), self.fields)
 
     def mark_warm(self, compile_s: float) -> None:
         """Record a finished compile and the digest of every file in the folder (atomically: a

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 from server.compile_cache import CompileCache, default_root, image_root
@@ -73,7 +72,7 @@ def warm_cache(cache: CompileCache) -> tuple[CompileCache, str | None]:
             return cache, "warm"
         log.info("compile cache %s not seeded (%s): a temporary copy of the image's", cache.folder, error)
         try:
-            cache = CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), cache.fields)
+            cache = cache.elsewhere()
             cache.seed_from(image)
         except OSError as error:
             log.warning("could not copy the image's compile cache %s: %s", image.folder, error)
@@ -174,7 +173,7 @@ def _compile_in(cache: CompileCache, runner, warm: bool) -> None:
         if not ours:
             log.info("compile cache %s: another start is compiling it; compiling in a temporary folder",
                      cache.folder)
-            cache = CompileCache(Path(tempfile.mkdtemp(prefix="scoringfleet-compile-")), cache.fields)
+            cache = cache.elsewhere()
         cache.discard()  # what a damaged or interrupted compile left: torch would trip over it
         _compile_and_keep(cache, runner, warm)
 

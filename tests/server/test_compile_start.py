@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from bench.server_process import free_port
 from server import __main__ as server_main, compile_start, prebuilt_compile
@@ -44,7 +45,7 @@ class StandInRunner:
     calls: int = 0
     can_compile: bool = True
     eager_reason: str = "eager: a cross-encoder has no items forward to compile"  # when not can_compile
-    device: object = field(default_factory=lambda: __import__("torch").device("cpu"))
+    device: object = field(default_factory=lambda: torch.device("cpu"))
     model: object = field(default_factory=lambda: type("Model", (), {"config": ModelConfig()})())
 
     def compile_settings(self) -> dict:
@@ -119,7 +120,7 @@ def test_what_the_user_chose_for_inductor_is_kept(tmp_path, monkeypatch, inducto
     compile_if_it_pays(config(tmp_path, "on"), StandInRunner())
     assert inductor_march_restored.march == "haswell" and not inductor_march_restored.dynamic_threads
     marker = json.loads(next((tmp_path / "compile").glob(f"*/{MARKER}")).read_text())
-    assert marker["fields"]["threads"] == str(__import__("torch").get_num_threads())
+    assert marker["fields"]["threads"] == str(torch.get_num_threads())
 
 
 def test_off_never_compiles(tmp_path):
