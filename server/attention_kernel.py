@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 
 SOURCE = Path(__file__).with_name("kernels") / "joined_attention.cpp"
-# The kernel's vector code is written for AVX-512 (at::vec's 16-float vectors and intrinsics); it is
-# built only where torch itself runs its AVX-512 kernels.
+# The kernel's vector code is written for AVX-512 with bf16 (at::vec's 16-float vectors, intrinsics
+# and bf16 conversions); it is loaded only where torch runs its AVX-512 kernels and the CPU has bf16.
 ISA_FLAGS = ("-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
-             "-mavx512dq", "-mfma")
+             "-mavx512dq", "-mavx512bf16", "-mfma")
 BUILD_TIMEOUT_S = 600
 # Where an image keeps the library it built (`python -m server.attention_kernel`, the Dockerfile),
 # read before any folder of build(): a pod of that image then builds nothing (~8 s on 2 cores).
@@ -132,10 +132,11 @@ def _build_where_writable(folder: Path | None, compiler: str) -> Path:
 
 def bf16_products() -> str | None:
     """What runs the kernel's bfloat16 products here (oneDNN's brgemm picks): AMX tiles, else
-    AVX-512 bf16 dot products; None where the CPU has neither (torch's CPU info)."""
-    if torch.cpu._is_amx_tile_supported():
-        return "AMX tiles"
-    return "AVX-512 bf16 dot products" if torch.cpu._is_avx512_bf16_supported() else None
+    AVX-512 bf16 dot products; None without AVX-512 bf16, which the kernel's conversions take
+    (every CPU with AMX has it; torch's CPU info)."""
+    if not torch.cpu._is_avx512_bf16_supported():
+        return None
+    return "AMX tiles" if torch.cpu._is_amx_tile_supported() else "AVX-512 bf16 dot products"
 
 
 def probe(op: Callable) -> str | None:

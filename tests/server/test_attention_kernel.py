@@ -255,7 +255,8 @@ def test_on_avx512_without_bf16_dot_products_nothing_is_built(monkeypatch):
 
 
 @pytest.mark.parametrize(("amx", "avx512_bf16", "expected"), [
-    (True, True, "AMX tiles"), (False, True, "AVX-512 bf16 dot products"), (False, False, None)])
+    (True, True, "AMX tiles"), (False, True, "AVX-512 bf16 dot products"), (False, False, None),
+    (True, False, None)])  # no CPU is known to have AMX without AVX-512 bf16: the kernel needs both
 def test_the_products_run_on_amx_tiles_where_there_are_any(monkeypatch, amx, avx512_bf16, expected):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
@@ -300,3 +301,18 @@ def test_the_cascade_module_keeps_no_kernel_between_forwards(kernel):
     with prefix_segments(PrefixSegments((), ()), kernel):
         pass
     assert cascade_module._forward.joined_kernel is None
+
+
+def test_where_the_cpu_could_run_the_kernel_it_loads():
+    """The kernel's tests skip where it does not load: a build that broke (a missing symbol, say)
+    must fail here, not skip them all."""
+    if attention_kernel.bf16_products() is None or torch.backends.cpu.get_cpu_capability() != "AVX512":
+        pytest.skip("no AVX-512 bf16 here: the kernel is never built")
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception as error:  # noqa: BLE001 - inductor's own error type for no compiler
+        pytest.skip(f"no C++ compiler: {error}")
+    op, why = load_joined_attention()
+    assert op is not None, why
