@@ -74,6 +74,20 @@ void pack_keys_values(const BFloat16* const* key_rows, const BFloat16* const* va
 __m512i to_bf16(__m512 low, __m512 high) { return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low)); }
 __m256i to_bf16(__m512 values) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(values)); }
 
+// 2^t for t <= 0, to ~3e-6 (a degree-4 fit of 2^f on [-0.5, 0.5], scaled by 2^n with scalef: 8
+// operations a vector against exp_u20's ~14; bfloat16 keeps 8 bits). Below 2^-125 it is 2^-125, a
+// normal float: nothing it adds is denormal, which Intel's cores take microcode assists for.
+__m512 exp2_nonpositive(__m512 t) {
+  t = _mm512_max_ps(t, _mm512_set1_ps(-125.f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_fmadd_ps(f, _mm512_set1_ps(0.009560510516166687f), _mm512_set1_ps(0.05591703951358795f));
+  p = _mm512_fmadd_ps(f, p, _mm512_set1_ps(0.24024981260299683f));
+  p = _mm512_fmadd_ps(f, p, _mm512_set1_ps(0.6931219696998596f));
+  p = _mm512_fmadd_ps(f, p, _mm512_set1_ps(0.9999991655349731f));
+  return _mm512_scalef_ps(p, n);
+}
+
 // One query's scores s[lo, hi) -> exp(scale * (s - max)) in p (bfloat16), zero outside [lo, hi) up
 // to `width`; returns 1 / their sum, which the output is scaled by (a row of dim, not of keys).
 // Raw AVX-512 where at::vec would cost: four independent maxima (one is a chain of 4-cycle
@@ -92,23 +106,26 @@ float softmax_row(float* s, int64_t lo, int64_t hi, int64_t from, int64_t width,
   const __mmask16 tail = static_cast<__mmask16>((1u << (hi - j)) - 1);
   if (j < hi) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(neg_inf, tail, s + j));
   const float max = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
-  const Vec shift(max * scale), vscale(scale);
+  // exp(scale * (s - max)) = 2^(s * scale * log2(e) - max * scale * log2(e)): one fused multiply-subtract
+  constexpr float kLog2e = 1.4426950408889634f;
+  const __m512 vscale = _mm512_set1_ps(scale * kLog2e), shift = _mm512_set1_ps(max * scale * kLog2e);
   Vec sum0(0.f), sum1(0.f);
   std::memset(p + from, 0, (lo - from) * sizeof(BFloat16));
   for (j = lo; j + 32 <= hi; j += 32) {
-    Vec e0 = (Vec::loadu(s + j) * vscale - shift).exp_u20();
-    Vec e1 = (Vec::loadu(s + j + 16) * vscale - shift).exp_u20();
+    const Vec e0 = exp2_nonpositive(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), vscale, shift));
+    const Vec e1 = exp2_nonpositive(_mm512_fmsub_ps(_mm512_loadu_ps(s + j + 16), vscale, shift));
     sum0 = sum0 + e0;
     sum1 = sum1 + e1;
     _mm512_storeu_si512(p + j, to_bf16(e0, e1));
   }
   for (; j + 16 <= hi; j += 16) {
-    Vec e = (Vec::loadu(s + j) * vscale - shift).exp_u20();
+    const Vec e = exp2_nonpositive(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), vscale, shift));
     sum0 = sum0 + e;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), to_bf16(e));
   }
   if (j < hi) {
-    Vec e = Vec(_mm512_maskz_mov_ps(tail, (Vec(_mm512_mask_loadu_ps(neg_inf, tail, s + j)) * vscale - shift).exp_u20()));
+    // lanes past the row are zero (masked off after the exp: a zero score would give exp(-max))
+    const Vec e(_mm512_maskz_mov_ps(tail, exp2_nonpositive(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + j), vscale, shift))));
     sum1 = sum1 + e;
     _mm256_mask_storeu_epi16(p + j, tail, to_bf16(e));
   }
