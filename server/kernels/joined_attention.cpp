@@ -8,8 +8,9 @@
 // both products run through cpublas::brgemm (oneDNN's brgemm: on AMX tiles, else on AVX-512 bf16
 // dot products) over VNNI-packed keys and values, packed once per row and kv head, a block of
 // queries sees only the own keys up to its last query (no masked block beyond it is computed),
-// and the softmax is a max pass, then one pass that takes the exp, sums it and writes it in
-// bfloat16, over a block's scores held in L2. Built and loaded by server/attention_kernel.py.
+// and the softmax is a max pass, then one pass that takes the exp (a polynomial fit, as exact as
+// bfloat16 needs), sums it and writes it in bfloat16 (the CPU's own conversion), over a block's
+// scores held in L2. Built and loaded by server/attention_kernel.py.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
