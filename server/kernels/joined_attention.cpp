@@ -31,7 +31,13 @@ namespace {
 using at::BFloat16;
 using Vec = at::vec::Vectorized<float>;
 
-constexpr int64_t kQueryBlock = 96;  // queries a block: its scores (96 x keys, float32) stay in L2
+// Queries a block. A block's queries of every head of a kv head's group are stacked into one product
+// (their keys and values are the same): 288 rows for a group of 3, not three products of 96, so a
+// packed key tile is loaded once for all of them and the products are called a third as often (on
+// an AMD Zen 5: 1.08-1.09x at 40 rows, the same within 4 % at 6 and 11; bit for bit the same).
+// At the default model's sizes the block's scores (float32) and probabilities stay in L2 (~0.5 MB);
+// at thousands of keys they spill to L3, measured no slower than a block of one head.
+constexpr int64_t kQueryBlock = 96;
 
 struct Strides {
   int64_t row, head, token;
@@ -126,7 +132,8 @@ float softmax_row(float* s, int64_t lo, int64_t hi, int64_t from, int64_t width,
   }
   if (j < hi) {
     // lanes past the row are zero (masked off after the exp: a zero score would give exp(-max))
-    const Vec e(_mm512_maskz_mov_ps(tail, exp2_nonpositive(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + j), vscale, shift))));
+    const __m512 exponent = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, s + j), vscale, shift);
+    const Vec e(_mm512_maskz_mov_ps(tail, exp2_nonpositive(exponent)));
     sum1 = sum1 + e;
     _mm256_mask_storeu_epi16(p + j, tail, to_bf16(e));
   }
@@ -180,8 +187,9 @@ at::Tensor joined_attention(const at::Tensor& query, const at::Tensor& key, cons
   at::parallel_for(0, std::min<int64_t>(at::get_num_threads(), num_tasks), 1, [&](int64_t, int64_t) {
     std::vector<const BFloat16*> key_rows(num_keys), value_rows(num_keys);
     std::vector<uint32_t> keys_t(dim / 2 * padded_keys);
-    std::vector<BFloat16> values(padded_keys * dim), probs(kQueryBlock * padded_keys);
-    std::vector<float> scores(kQueryBlock * padded_keys), outputs(kQueryBlock * dim), inverse_sums(kQueryBlock);
+    const int64_t block_rows = group * kQueryBlock;  // a block's queries of every head of the group
+    std::vector<BFloat16> values(padded_keys * dim), probs(block_rows * padded_keys), queries(block_rows * dim);
+    std::vector<float> scores(block_rows * padded_keys), outputs(block_rows * dim), inverse_sums(block_rows);
     for (int64_t task = next_task++; task < num_tasks; task = next_task++) {
       const int64_t kv_head = task / rows, row = task % rows;
       for (int64_t n = 0; n < num_keys; n++) {
@@ -195,24 +203,29 @@ at::Tensor joined_attention(const at::Tensor& query, const at::Tensor& key, cons
       // The query's own row sees none of the prefix: its products start at the first key it sees
       // (an even key: values are packed in pairs of keys).
       const int64_t first_seen = last_is_query && row == rows - 1 ? prefix : 0, first_pair = first_seen / 2 * 2;
-      for (int64_t head = kv_head * group; head < (kv_head + 1) * group; head++) {
-        for (int64_t start = 0; start < length; start += kQueryBlock) {
-          const int64_t stop = std::min(length, start + kQueryBlock), m = stop - start;
-          const int64_t seen = (prefix + stop + 1) / 2 * 2;  // no query of the block sees beyond
-          at::native::cpublas::brgemm(m, seen - first_pair, dim, q.token, padded_keys, padded_keys, false,
-                                      q_data + row * q.row + head * q.head + start * q.token,
-                                      packed_keys + 2 * first_pair, scores.data() + first_pair, true);
+      for (int64_t start = 0; start < length; start += kQueryBlock) {
+        const int64_t stop = std::min(length, start + kQueryBlock), m = stop - start, gm = group * m;
+        const int64_t seen = (prefix + stop + 1) / 2 * 2;  // no query of the block sees beyond
+        // row i of the stacked block: query start + i % m of head kv_head * group + i / m
+        for (int64_t g = 0; g < group; g++) {
+          const BFloat16* head_queries = q_data + row * q.row + (kv_head * group + g) * q.head + start * q.token;
           for (int64_t i = 0; i < m; i++) {
-            inverse_sums[i] = softmax_row(scores.data() + i * padded_keys, first_seen, prefix + start + i + 1,
-                                          first_pair, seen, scale_f, probs.data() + i * padded_keys);
+            std::memcpy(queries.data() + (g * m + i) * dim, head_queries + i * q.token, dim * sizeof(BFloat16));
           }
-          at::native::cpublas::brgemm(m, dim, seen - first_pair, padded_keys, dim, dim, false,
-                                      probs.data() + first_pair, values.data() + first_pair * dim, outputs.data(),
-                                      true);
-          for (int64_t i = 0; i < m; i++) {
-            scaled_row(outputs.data() + i * dim, inverse_sums[i], dim,
-                       out_data + ((row * length + start + i) * heads + head) * dim);
-          }
+        }
+        at::native::cpublas::brgemm(gm, seen - first_pair, dim, dim, padded_keys, padded_keys, false,
+                                    queries.data(), packed_keys + 2 * first_pair, scores.data() + first_pair, true);
+        for (int64_t i = 0; i < gm; i++) {
+          inverse_sums[i] = softmax_row(scores.data() + i * padded_keys, first_seen, prefix + start + i % m + 1,
+                                        first_pair, seen, scale_f, probs.data() + i * padded_keys);
+        }
+        at::native::cpublas::brgemm(gm, dim, seen - first_pair, padded_keys, dim, dim, false,
+                                    probs.data() + first_pair, values.data() + first_pair * dim, outputs.data(),
+                                    true);
+        for (int64_t i = 0; i < gm; i++) {
+          const int64_t head = kv_head * group + i / m;
+          scaled_row(outputs.data() + i * dim, inverse_sums[i], dim,
+                     out_data + ((row * length + start + i % m) * heads + head) * dim);
         }
       }
     }
