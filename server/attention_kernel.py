@@ -92,7 +92,7 @@ def load_joined_attention(folder: Path | None = None) -> tuple[Callable | None, 
         return None, f"torch runs {torch.backends.cpu.get_cpu_capability()} kernels here, not AVX512"
     products = bf16_products()
     if products is None:  # e.g. Skylake and Ice Lake Xeons: AVX-512 without bf16, no build
-        return None, "this CPU has no bfloat16 dot products (AMX tiles or AVX-512 bf16)"
+        return None, "this CPU has no AVX-512 bf16, which the kernel needs"
     from torch._inductor.cpp_builder import get_cpp_compiler
 
     op = _loaded_op()
