@@ -24,8 +24,8 @@ log-sum-exp (CPU: torch's flash kernel; CUDA: the memory-efficient one, which ta
 
 Each layer's attention is one opaque custom op (`scoringfleet::cascade_attention`) that reads the
 forward's PrefixSegments from a per-thread slot (`prefix_segments()`), as vLLM's attention op reads
-its forward context: torch.compile then traces the decoder around it as one graph whatever the
-batch's requests, prefix lengths and segments (none of them is a guard), and never into it.
+its forward context, and its layer's index as a tensor (one compiled graph serves every layer:
+layer_compile.py): torch.compile traces around it, never into it, and guards on no segment.
 """
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from typing import Sequence as Seq
 
 import torch
+
+from server.layer_compile import layer_index
 
 NAME = "scoring_cascade"  # the attention implementation's name in transformers' registry
 LSE_DEVICES = ("cpu", "cuda")  # where _attend has a kernel that returns the log-sum-exp
@@ -103,13 +105,13 @@ def cascade_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     [rows, kv heads, L, dim]; returns ([rows, L, heads, dim], None) as sdpa_attention_forward."""
     if kwargs.get("s_aux") is not None or kwargs.get("softcap") is not None:
         raise ValueError("the cascade attention computes plain softmax attention only (cascade_reason)")
-    return torch.ops.scoringfleet.cascade_attention(query, key, value, module.layer_idx, scaling), None
+    return torch.ops.scoringfleet.cascade_attention(query, key, value, layer_index(module), scaling), None
 
 
 @torch.library.custom_op("scoringfleet::cascade_attention", mutates_args=())
-def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layer: int,
+def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layer_tensor: torch.Tensor,
                 scale: float | None) -> torch.Tensor:
-    segments = getattr(_forward, "segments", None)
+    layer, segments = int(layer_tensor), getattr(_forward, "segments", None)
     if segments is None:
         raise ValueError("the cascade attention runs only inside prefix_segments(): the runner's items forward")
     recording = getattr(_forward, "recording", None)
@@ -126,8 +128,7 @@ def _cascade_op(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lay
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:
-    """A fresh contiguous tensor: a compiled graph reuses its buffers, and a kept view would hold
-    the whole batch's."""
+    """A fresh contiguous tensor: a compiled graph reuses its buffers; a kept view holds the batch's."""
     return tensor.clone(memory_format=torch.contiguous_format)
 
 
@@ -145,7 +146,7 @@ def own_keys_recorded(rows: Seq[tuple[int, int]]) -> Iterator[dict[int, tuple[tu
 
 
 @_cascade_op.register_fake
-def _(query, key, value, layer, scale):
+def _(query, key, value, layer_tensor, scale):
     rows, heads, length, dim = query.shape
     return query.new_empty(rows, length, heads, dim)
 
@@ -192,8 +193,7 @@ def runs_outside(rows: int, segments: Seq[tuple[int, int]]) -> list[tuple[int, i
 
 
 def joins_prefix(prefix_length: int, own_length: int, device: torch.device) -> bool:
-    """True where one call over the prefix and the own keys beats the two-part cascade: on CPU,
-    for a prefix shorter than the rows' own run (module docstring; equal lengths measure alike)."""
+    """True where one call over prefix and own keys beats the two-part cascade (module docstring)."""
     return device.type == "cpu" and prefix_length < own_length
 
 
