@@ -107,7 +107,7 @@ class ModelRunner:
     def compile_settings(self, freeze: bool | None = None) -> dict[str, object]:
         """What compile() would build, for the compile cache's key."""
         return compile_settings(CASCADE if self.shares_query_in_forward else MASKED,
-                                FREEZE_WEIGHTS if freeze is None else freeze)
+                                FREEZE_WEIGHTS if freeze is None else freeze, self._decoder)
 
     def compile(self, freeze: bool | None = None) -> float:
         """Compile the items forward (compiled_forward.py) in the layout every forward takes

@@ -1,5 +1,5 @@
-"""compiled_forward: which shapes the one compiled graph covers, and (slow: a compile takes
-minutes on a small CPU) that the compiled runner scores exactly as the eager one in float32, on
+"""compiled_forward: which shapes the one compiled graph covers, what of the decoder it covers, and
+(slow: a compile takes minutes on a small CPU) that the compiled runner scores exactly as the eager one in float32, on
 batch shapes it never saw, without compiling again: in the shared-prefix layout (the graph around
 the opaque cascade attention op), with and without frozen weights, and in the masked layout (a
 model whose sliding window cuts its sequences)."""
@@ -12,9 +12,19 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 from transformers import AutoTokenizer
 
-from server.compiled_forward import CASCADE, MASKED, WARM_UP_SHAPES, ItemsForward, compilable
+from server.compiled_forward import (
+    CASCADE,
+    MASKED,
+    ONE_LAYER,
+    WARM_UP_SHAPES,
+    WHOLE_DECODER,
+    ItemsForward,
+    compilable,
+    graph_scope,
+)
 from server.model_loader import load_model
 from server.model_runner import ModelRunner
 from server.sequence import Request, ScoringOptions
@@ -92,10 +102,14 @@ def dynamo_restarts() -> Iterator[list[str]]:
 def test_compiled_runner_scores_as_eager_without_recompiling(tiny_model_dir, freeze):
     model, tokenizer = load_model(str(tiny_model_dir), torch.device("cpu"), torch.float32)
     eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
+    graphs_before = counters["stats"]["unique_graphs"]
     with dynamo_restarts() as restarts:
         assert compiled.compile(freeze) > 0 and compiled.is_compiled and not eager.is_compiled
     # Traced once: a float attribute traced as a symbol made dynamo trace the whole forward twice
     assert restarts == []
+    assert compiled.compile_settings(freeze)["graph"] == (WHOLE_DECODER if freeze else ONE_LAYER)
+    if not freeze:  # one graph, a decoder layer's, which all of the model's layers call
+        assert len(model.model.layers) > 1 and counters["stats"]["unique_graphs"] - graphs_before == 1
     assert compiled._items_forward.compiled_layout == CASCADE and compiled.shares_query_in_forward
     compiled_scores_as_eager(eager, compiled, random.Random(0))
 
@@ -106,9 +120,18 @@ def test_a_model_whose_window_cuts_compiles_the_masked_layout(tokenizer):
     eager, compiled = ModelRunner(model, tokenizer), ModelRunner(model, tokenizer)
     compiled.compile()
     assert compiled._items_forward.compiled_layout == MASKED and compiled.use_cascade
+    assert compiled.compile_settings()["graph"] == WHOLE_DECODER  # its batch cache is indexed by layer
     # Batches of one query and of several (an expanded batch cache, or one filled per row): the
     # warm-up compiled both, so neither runs eager (before, every batch of two requests did).
     compiled_scores_as_eager(eager, compiled, random.Random(1))
+
+
+def test_one_graph_of_a_layer_where_every_layer_computes_the_same_code():
+    decoder = tiny_model("llama", 64).model
+    assert graph_scope(CASCADE, False, decoder) == ONE_LAYER
+    assert graph_scope(CASCADE, True, decoder) == WHOLE_DECODER  # a frozen graph holds one layer's weights
+    assert graph_scope(MASKED, False, decoder) == WHOLE_DECODER
+    assert graph_scope(CASCADE, False, torch.nn.Identity()) == WHOLE_DECODER  # no layers to take one at a time
 
 
 def test_a_compile_that_fails_leaves_the_forward_eager():
