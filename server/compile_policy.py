@@ -6,10 +6,10 @@ processor's flags and whether a warm compile cache exists are read by the caller
 (AMX or AVX-512 bf16) in bfloat16, where the compiled items forward measured 1.5-1.9x the eager
 one with AMX and 1.4x with AVX-512 bf16 alone (AMD Zen 5, both forwards through our attention
 kernel: 14.2 against 10.2 items/s; docs/performance.md), and wherever a warm compile cache for this
-model, dtype and processor is already on disk (the warm-up then takes seconds: a start ~10 s longer than an
-eager one on Zen 5, 17.8 against 7.6 s, and even float32 gains ~12 %). Elsewhere (float32 on a cold cache,
-CUDA) it stays eager: minutes of compiling for a gain not measured to repay them. `on` and `off`
-force it.
+model, dtype and processor is already on disk (the warm-up then takes seconds: a start ~4 s longer than an
+eager one on Zen 5, 12.1 against 8.2 s, and even float32 gains ~12 %). Elsewhere (float32 on a cold cache,
+CUDA) it stays eager: a cold compile (~19 s more than an eager start on Zen 5 in bf16, more on a busy
+node) for a gain not measured to repay it. `on` and `off` force it.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def choose_compile(mode: str, device_type: str, dtype: str, cpu_flags: frozenset
         return CompileChoice(False, "auto: eager, this CPU has no native bfloat16 matmul "
                                     f"({' or '.join(FAST_BF16_CPU_FLAGS)})")
     return CompileChoice(False, f"auto: eager in {dtype} on a cold compile cache (a cold compile "
-                                "takes minutes for a gain measured at 1.2-1.3x only in bf16; "
+                                "costs its start tens of seconds for a gain measured only in bf16; "
                                 "--compile on to force)")
 
 

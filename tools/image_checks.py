@@ -21,7 +21,7 @@ from collections.abc import Iterator
 RUN_AS = "65532"
 MAX_CONTROL_BYTES = 500_000_000
 # Loading the GGUF took 20-30 s on a quiet machine and 77-131 s on a busy 2-core CI machine (now ~7 s quiet);
-# where `--compile auto` compiles, a cold compile adds 60-100 s on a quiet one (the cache is a tmpfs).
+# where `--compile auto` compiles, a cold compile adds 20-60 s on a quiet one (the cache is a tmpfs).
 HEALTHY_TIMEOUT_S = 600
 PREBUILT_KERNELS = "/app/server/kernels/prebuilt/"  # where the Dockerfile builds our attention kernel
 # What compile_reason says of a compile that started from the image's cache (server.compile_start's
