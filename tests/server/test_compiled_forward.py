@@ -1,8 +1,8 @@
 """compiled_forward: which shapes the one compiled graph covers, what of the decoder it covers, and
-(slow: a compile takes minutes on a small CPU) that the compiled runner scores exactly as the eager one in float32, on
-batch shapes it never saw, without compiling again: in the shared-prefix layout (the graph around
-the opaque cascade attention op), with and without frozen weights, and in the masked layout (a
-model whose sliding window cuts its sequences)."""
+(slow: a compile takes a minute on a small CPU) that the compiled runner scores exactly as the
+eager one in float32, on batch shapes it never saw, without compiling again: in the shared-prefix
+layout (one decoder layer's graph around the opaque cascade attention op; with frozen weights, the
+whole decoder's), and in the masked layout (a model whose sliding window cuts its sequences)."""
 from __future__ import annotations
 
 import contextlib
