@@ -144,13 +144,13 @@ class ItemsForward:
         torch._dynamo.reset()
         cached_before = compile_cache_counts()
         start = time.perf_counter()
-        self._layout = layout
+        self._layout, scope = layout, graph_scope(layout, freeze, self._decoder)
         first, *others = WARM_UP_SHAPES
         try:
             rotary, fused = realize_rotary_tables(self._decoder), fuse_gate_up(self._decoder)
             log.info("decoder rewritten for the compile: %d rotary modules' tables realized, %d MLPs' gate "
                      "and up fused", rotary, fused)
-            self._compiled = self._compile_graph(layout, freeze)
+            self._compiled = self._compile_graph(layout, scope)
             self.use_joined_attention()
             with torch._inductor.config.patch(freezing=freeze):  # read when a call compiles
                 for num_queries in WARM_UP_QUERIES:
@@ -166,15 +166,15 @@ class ItemsForward:
         elapsed = time.perf_counter() - start
         hits, misses = (now - before for now, before in zip(compile_cache_counts(), cached_before))
         log.info("compiled the items forward (%s layout, %s%s) in %.1f s; graphs: %d from the compile cache, %d "
-                 "compiled (%d eager fallbacks in the warm-up)", layout, graph_scope(layout, freeze, self._decoder),
+                 "compiled (%d eager fallbacks in the warm-up)", layout, scope,
                  ", weights frozen" if freeze else "", elapsed, hits, misses, self.num_eager_fallbacks)
         return elapsed
 
-    def _compile_graph(self, layout: str, freeze: bool) -> Callable:
+    def _compile_graph(self, layout: str, scope: str) -> Callable:
         """The compiled forward of `layout`: its decoder's layers compiled one at a time where one
-        graph serves every layer (layer_compile.py), else the whole decoder as one graph."""
+        graph serves every layer (`scope`, layer_compile.py), else the whole decoder as one graph."""
         restore_layers(self._decoder)
-        if graph_scope(layout, freeze, self._decoder) == WHOLE_DECODER:
+        if scope == WHOLE_DECODER:
             return torch.compile(_cascade_forward if layout == CASCADE else _forward, dynamic=True)
         compile_layers(self._decoder, dynamic=True)
         return _with_compiled_layers(_cascade_forward)
